@@ -1,0 +1,43 @@
+import { systemClock } from "../clock.ts";
+import { loadConfig } from "../config/config.ts";
+import { createKey } from "../server/keys/api-keys.ts";
+import { openStore } from "./open-store.ts";
+
+/** `spool keys create|list|revoke [--data DIR] [--config FILE] [--name NAME] [ID|NAME]` */
+export async function keysCommand(action: string | undefined, rest: string[], flags: { data?: string; config?: string; name?: string }): Promise<number> {
+  const config = await loadConfig(flags.config);
+  if (flags.data !== undefined) config.server.data = flags.data;
+  const store = openStore(config);
+  try {
+    switch (action) {
+      case "create": {
+        const { key, record } = await createKey(store, flags.name ?? "default", systemClock.now());
+        console.log(`Created key ${record.id} (${record.name}). Store it now; it is not shown again:`);
+        console.log(key);
+        return 0;
+      }
+      case "list": {
+        for (const k of await store.listKeys()) {
+          const state = k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : "active";
+          console.log(`${k.id}\t${k.name}\t${new Date(k.createdAt).toISOString()}\t${state}`);
+        }
+        return 0;
+      }
+      case "revoke": {
+        const target = rest[0];
+        if (!target) {
+          console.error("usage: spool keys revoke <key id or name>");
+          return 2;
+        }
+        const ok = await store.revokeKey(target, systemClock.now());
+        console.log(ok ? `revoked ${target}` : `no active key ${target}`);
+        return ok ? 0 : 1;
+      }
+      default:
+        console.error("usage: spool keys create|list|revoke [--data DIR] [--name NAME]");
+        return 2;
+    }
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,34 @@
+import { systemClock } from "../clock.ts";
+import { loadConfig } from "../config/config.ts";
+import { stderrLog } from "../log.ts";
+import { createKey } from "../server/keys/api-keys.ts";
+import { startServer } from "../server/serve.ts";
+import { openStore } from "./open-store.ts";
+
+/** `spool serve [--port N] [--data DIR] [--config FILE]` */
+export async function serveCommand(flags: { port?: string; data?: string; config?: string }): Promise<void> {
+  const config = await loadConfig(flags.config);
+  if (flags.port !== undefined) config.server.port = Number(flags.port);
+  if (flags.data !== undefined) config.server.data = flags.data;
+  const store = openStore(config);
+
+  if ((await store.listKeys()).length === 0) {
+    const { key } = await createKey(store, "default", systemClock.now());
+    console.log(`No API keys yet; created one named "default". It is shown only this once:\n\n  ${key}\n`);
+  }
+
+  const server = startServer({ config, store, log: stderrLog });
+  console.log(`Spool listening on ${server.url} (data: ${config.server.data})`);
+  for (const id of Object.keys(config.endpoints)) console.log(`  endpoint ${id}: ${server.url}/v2/${id}`);
+
+  let stopping = false;
+  const shutdown = async () => {
+    if (stopping) return;
+    stopping = true;
+    await server.stop();
+    await store.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", shutdown);
+  process.on("SIGTERM", shutdown);
+}

@@ -1,0 +1,88 @@
+import { z } from "zod";
+import { LIMITS } from "../protocol/limits.ts";
+import { describeIssues } from "../protocol/job-request.ts";
+import defaultToml from "./default.toml" with { type: "text" };
+
+/** Settings of one endpoint (RunPod's endpoint settings; wire-compat.md). */
+export const endpointConfigSchema = z.strictObject({
+  /** @default 0 */
+  workersMin: z.number().int().min(0).default(0),
+  /** @default 3 */
+  workersMax: z.number().int().min(0).default(3),
+  /** Seconds an idle worker above workersMin lives. @default 5 */
+  idleTimeout: z.number().int().min(1).max(3600).default(5),
+  /** Milliseconds; a job's policy.executionTimeout overrides it. @default 600000 */
+  executionTimeout: z
+    .number()
+    .int()
+    .gt(LIMITS.executionTimeoutMinExclusive)
+    .max(LIMITS.executionTimeoutMax)
+    .default(LIMITS.executionTimeoutDefault),
+  /** @default "QUEUE_DELAY" */
+  scalerType: z.enum(["QUEUE_DELAY", "REQUEST_COUNT"]).default("QUEUE_DELAY"),
+  /** Seconds of queue delay (QUEUE_DELAY) or jobs per worker (REQUEST_COUNT). @default 4 */
+  scalerValue: z.number().int().min(1).default(4),
+  /** Handler file or built binary that the scaler starts workers from. */
+  handler: z.string().optional(),
+});
+export type EndpointConfig = z.infer<typeof endpointConfigSchema>;
+
+/** Server-wide settings; the intervals exist so tests and operators can shorten them. */
+export const serverConfigSchema = z.strictObject({
+  /** @default 8080 */
+  port: z.number().int().min(0).max(65535).default(8080),
+  /** @default "0.0.0.0" */
+  host: z.string().default("0.0.0.0"),
+  /** Directory of the embedded store. @default ".data" */
+  data: z.string().default(".data"),
+  /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */
+  takeWaitMs: z.number().int().min(0).max(85_000).default(20_000),
+  /** Longest an empty job-stop poll is held open. @default 20000 */
+  stopWaitMs: z.number().int().min(0).max(85_000).default(20_000),
+  /** Longest a /stream call with nothing new waits for a chunk or a final state. @default 2000 */
+  streamWaitMs: z.number().int().min(0).max(30_000).default(2_000),
+  /** A worker silent for this long is lost: its jobs are re-queued once, then FAILED. @default 60000 */
+  workerLossTimeoutMs: z.number().int().min(1).default(60_000),
+  /** How often retention, expiry, timeouts and worker loss are checked. @default 1000 */
+  sweepIntervalMs: z.number().int().min(1).default(1_000),
+  /** How long a finished synchronous job's result stays. @default 60000 */
+  syncRetentionMs: z.number().int().min(0).default(LIMITS.syncRetention),
+  /** How long a finished asynchronous job's result stays. @default 1800000 */
+  asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
+});
+export type ServerConfig = z.infer<typeof serverConfigSchema>;
+
+const endpointId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "endpoint ids are 1-64 of A-Z a-z 0-9 _ -");
+
+export const configSchema = z.strictObject({
+  server: serverConfigSchema.default(serverConfigSchema.parse({})),
+  endpoints: z.record(endpointId, endpointConfigSchema).default({}),
+});
+export type Config = z.infer<typeof configSchema>;
+/** What a caller may pass: every field optional, defaults filled in by parseConfig. */
+export type ConfigInput = z.input<typeof configSchema>;
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Validates a config object; the one place defaults come from. */
+export function parseConfig(raw: unknown, source = "config"): Config {
+  const result = configSchema.safeParse(raw);
+  if (!result.success) throw new ConfigError(`${source}: ${describeIssues(result.error)}`);
+  return result.data;
+}
+
+/** Reads a TOML config file, or the built-in default (endpoint `echo`) when none is given. */
+export async function loadConfig(path?: string): Promise<Config> {
+  if (!path) return parseConfig(Bun.TOML.parse(defaultToml), "built-in default config");
+  const file = Bun.file(path);
+  if (!(await file.exists())) throw new ConfigError(`config file not found: ${path}`);
+  let raw: unknown;
+  try {
+    raw = Bun.TOML.parse(await file.text());
+  } catch (err) {
+    throw new ConfigError(`${path}: not valid TOML: ${(err as Error).message}`);
+  }
+  return parseConfig(raw, path);
+}

@@ -1,0 +1,1 @@
+declare module "*.toml" { const text: string; export default text; }

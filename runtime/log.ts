@@ -1,0 +1,27 @@
+/** Structured log lines (JSON, one per line, to stderr). Never pass keys or s3Config here. */
+export interface Log {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+function line(level: string, msg: string, fields?: Record<string, unknown>): void {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+}
+
+export const stderrLog: Log = {
+  info: (m, f) => line("info", m, f),
+  warn: (m, f) => line("warn", m, f),
+  error: (m, f) => line("error", m, f),
+};
+
+/** Discards everything: for tests that assert on behaviour, not logs. */
+export const silentLog: Log = { info() {}, warn() {}, error() {} };
+
+/** Keeps lines in memory so tests can check what was (and was not) logged. */
+export class MemoryLog implements Log {
+  readonly lines: string[] = [];
+  info(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "info", msg: m, ...f })); }
+  warn(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "warn", msg: m, ...f })); }
+  error(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "error", msg: m, ...f })); }
+}

@@ -1,0 +1,28 @@
+import type { JobStatus } from "./limits.ts";
+
+/** Job response of /run, /runsync, /status, /retry, /cancel (times in milliseconds). */
+export interface JobResponse {
+  id: string;
+  status: JobStatus;
+  delayTime?: number;
+  executionTime?: number;
+  output?: unknown;
+  error?: unknown;
+  workerId?: string;
+}
+
+export interface StreamResponse {
+  id: string;
+  status: JobStatus;
+  stream: { output: unknown }[];
+}
+
+export interface HealthResponse {
+  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  workers: { idle: number; running: number };
+}
+
+export interface PurgeResponse {
+  removed: number;
+  status: "completed";
+}

@@ -1,0 +1,52 @@
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "./app-deps.ts";
+import { HttpError } from "./http-error.ts";
+import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
+import { clientRoutes } from "./routes/client-routes.ts";
+import { workerRoutes } from "./routes/worker-routes.ts";
+
+/** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
+export function createApp(deps: AppDeps): Hono<AppEnv> {
+  const { store, config, log } = deps;
+  const app = new Hono<AppEnv>();
+
+  app.use(async (c, next) => {
+    const requestId = c.req.header("x-request-id")?.slice(0, 128) || crypto.randomUUID();
+    c.set("requestId", requestId);
+    await next();
+  });
+
+  const v2 = new Hono<AppEnv>();
+
+  // Authentication comes first, so an unknown key learns nothing about which endpoints exist.
+  v2.use(async (c, next) => {
+    const key = keyFromHeader(c.req.header("authorization"));
+    if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
+    const record = await store.findKey(hashKey(key));
+    if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
+    c.set("keyId", record.id);
+    await next();
+  });
+
+  v2.use("/:endpoint/*", async (c, next) => {
+    const endpointId = c.req.param("endpoint");
+    if (!config.endpoints[endpointId]) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    c.set("endpointId", endpointId);
+    await next();
+  });
+
+  v2.route("/:endpoint", clientRoutes(deps));
+  v2.route("/:endpoint", workerRoutes(deps));
+  app.route("/v2", v2);
+
+  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
+
+  app.onError((err, c) => {
+    if (err instanceof HttpError) return c.json({ error: err.message }, err.status, err.headers);
+    const requestId = c.get("requestId");
+    log.error("unexpected error", { requestId, method: c.req.method, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
+    return c.json({ error: `internal server error (request id ${requestId})` }, 500);
+  });
+
+  return app;
+}

@@ -1,0 +1,36 @@
+import type { AppDeps } from "./app-deps.ts";
+
+/**
+ * The housekeeping duties: expiry and retention, execution timeouts, worker loss. Runs every
+ * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
+ */
+export function startMaintenance(deps: AppDeps): { sweep: () => Promise<void>; stop: () => Promise<void> } {
+  const { store, clock, config, log } = deps;
+  const stopped = new AbortController();
+
+  async function sweep(): Promise<void> {
+    const report = await store.sweep(clock.now(), config.server.workerLossTimeoutMs);
+    for (const t of report.timedOut) log.warn("job timed out", { jobId: t.jobId, workerId: t.workerId });
+    for (const id of report.requeued) log.warn("worker lost; job re-queued", { jobId: id });
+    for (const id of report.lost) log.warn("worker lost twice; job failed", { jobId: id });
+  }
+
+  const loop = (async () => {
+    while (!stopped.signal.aborted) {
+      try {
+        await sweep();
+      } catch (err) {
+        log.error("maintenance sweep failed", { error: String(err) });
+      }
+      await clock.sleep(config.server.sweepIntervalMs, stopped.signal);
+    }
+  })();
+
+  return {
+    sweep,
+    stop: async () => {
+      stopped.abort();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,147 @@
+import { Hono } from "hono";
+import { jobRequestSchema } from "../../protocol/job-request.ts";
+import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
+import { isFinal, LIMITS } from "../../protocol/limits.ts";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { HttpError } from "../http-error.ts";
+import { jobResponse } from "../job-view.ts";
+import { intQuery, readJson, validate } from "../request-input.ts";
+import { topics } from "../store/store-events.ts";
+import type { StoredJob } from "../store/store.ts";
+import { waitFor } from "../wait-for.ts";
+
+/** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
+export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
+  const { store, clock, config } = deps;
+  const wake = { events: store.events, clock };
+  const app = new Hono<AppEnv>();
+
+  const notFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
+
+  async function submit(req: Request, endpointId: string, keyId: string, sync: boolean): Promise<StoredJob> {
+    const body = validate(jobRequestSchema, await readJson(req), "job request");
+    const endpoint = config.endpoints[endpointId]!;
+    return store.enqueue(
+      {
+        id: `${sync ? "sync-" : ""}${crypto.randomUUID()}`,
+        endpointId,
+        input: body.input,
+        webhook: body.webhook,
+        policy: {
+          executionTimeout: body.policy?.executionTimeout ?? endpoint.executionTimeout,
+          lowPriority: body.policy?.lowPriority ?? false,
+          ttl: body.policy?.ttl ?? LIMITS.ttlDefault,
+        },
+        s3Config: body.s3Config,
+        sync,
+        keyId,
+      },
+      clock.now(),
+    );
+  }
+
+  /** Waits up to `ms` for the job to reach a final state; returns it as it is then. */
+  async function settle(endpointId: string, id: string, ms: number, signal: AbortSignal): Promise<StoredJob | null> {
+    let latest: StoredJob | null = null;
+    const final = await waitFor(
+      wake,
+      topics.job(id),
+      ms,
+      async () => {
+        latest = await store.get(endpointId, id, clock.now());
+        return !latest || isFinal(latest.status) ? { job: latest } : null;
+      },
+      signal,
+    );
+    return final ? final.job : latest;
+  }
+
+  app.post("/run", async (c) => {
+    const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, false);
+    return c.json({ id: job.id, status: job.status });
+  });
+
+  app.post("/runsync", async (c) => {
+    const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
+    const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, true);
+    const settled = (await settle(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
+    return c.json(isFinal(settled.status) ? jobResponse(settled) : { id: settled.id, status: settled.status });
+  });
+
+  app.get("/status/:id", async (c) => {
+    const id = c.req.param("id");
+    const ttl = intQuery(c.req.query("ttl"), "ttl", LIMITS.ttlMin, LIMITS.ttlMax);
+    const now = clock.now();
+    const job = ttl === undefined ? await store.get(c.var.endpointId, id, now) : await store.setExpiry(c.var.endpointId, id, now + ttl, now);
+    if (!job) throw notFound(id);
+    return c.json(jobResponse(job));
+  });
+
+  app.get("/status-sync/:id", async (c) => {
+    const id = c.req.param("id");
+    const wait = intQuery(c.req.query("wait"), "wait", 0, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
+    const job = await settle(c.var.endpointId, id, wait, c.req.raw.signal);
+    if (!job) throw notFound(id);
+    return c.json(jobResponse(job));
+  });
+
+  app.get("/stream/:id", async (c) => {
+    const id = c.req.param("id");
+    const endpointId = c.var.endpointId;
+    // Wait briefly for something new: the JS client polls /stream back to back.
+    const read = await waitFor(
+      wake,
+      topics.job(id),
+      config.server.streamWaitMs,
+      async () => {
+        const r = await store.readStream(endpointId, id, clock.now());
+        return !r || r.chunks.length > 0 || isFinal(r.job.status) ? { r } : null;
+      },
+      c.req.raw.signal,
+    );
+    const r = read ? read.r : await store.readStream(endpointId, id, clock.now());
+    if (!r) throw notFound(id);
+    const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map((output) => ({ output })) };
+    return c.json(body);
+  });
+
+  app.post("/cancel/:id", async (c) => {
+    const id = c.req.param("id");
+    const job = await store.cancel(c.var.endpointId, id, clock.now());
+    if (!job) throw notFound(id);
+    return c.json({ id: job.id, status: job.status });
+  });
+
+  app.post("/retry/:id", async (c) => {
+    const id = c.req.param("id");
+    const outcome = await store.retry(c.var.endpointId, id, clock.now());
+    if (outcome.kind === "not-found") throw notFound(id);
+    if (outcome.kind === "conflict") {
+      throw new HttpError(400, `job ${id} is ${outcome.status}; only FAILED or TIMED_OUT jobs can be retried`);
+    }
+    return c.json({ id: outcome.job.id, status: outcome.job.status });
+  });
+
+  app.post("/purge-queue", async (c) => {
+    const removed = await store.purgeQueue(c.var.endpointId, clock.now());
+    return c.json({ removed, status: "completed" } satisfies PurgeResponse);
+  });
+
+  app.get("/health", async (c) => {
+    const health = await store.health(c.var.endpointId, clock.now(), config.server.workerLossTimeoutMs);
+    return c.json(health satisfies HealthResponse);
+  });
+
+  app.get("/requests", async (c) => {
+    const limit = intQuery(c.req.query("limit"), "limit", 1, 100, 20);
+    const cursor = c.req.query("cursor");
+    if (cursor !== undefined && !/^\d+$/.test(cursor)) throw new HttpError(400, "query parameter cursor is not a cursor from an earlier page");
+    const page = await store.recent(c.var.endpointId, clock.now(), limit, cursor);
+    return c.json({
+      requests: page.jobs.map((j) => ({ ...jobResponse(j), createdAt: new Date(j.createdAt).toISOString(), sync: j.sync })),
+      ...(page.next ? { nextCursor: page.next } : {}),
+    });
+  });
+
+  return app;
+}

@@ -1,0 +1,117 @@
+import { Hono, type Context } from "hono";
+import { jobDoneSchema, jobStreamSchema, type JobStopResponse, type TakenJob } from "../../protocol/worker-wire.ts";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { intQuery, readJson, validate } from "../request-input.ts";
+import { topics } from "../store/store-events.ts";
+import type { StoredJob } from "../store/store.ts";
+import { splitChunk } from "../stream-chunks.ts";
+import { waitFor } from "../wait-for.ts";
+
+const MAX_BATCH = 64;
+
+/** What a worker receives for a taken job; s3Config goes to the worker and nowhere else. */
+function taken(job: StoredJob): TakenJob {
+  return {
+    id: job.id,
+    input: job.input,
+    ...(job.webhook ? { webhook: job.webhook } : {}),
+    ...(job.s3Config ? { s3Config: job.s3Config } : {}),
+    policy: job.policy,
+    deadline: job.deadline!,
+  };
+}
+
+/**
+ * runpod-python appends `&job_in_progress=..` to its URL templates with a bare `&`; when a
+ * template has no `?` that text lands in the last path segment, so cut it off there.
+ */
+const segment = (c: Context<AppEnv>, name: string) => c.req.param(name)!.split("&")[0]!;
+
+/** The worker protocol of runpod-python: take, done, stream, ping, stop. */
+export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
+  const { store, clock, config } = deps;
+  const wake = { events: store.events, clock };
+  const app = new Hono<AppEnv>();
+
+  async function take(c: Context<AppEnv>, max: number) {
+    const workerId = segment(c, "worker");
+    const endpointId = c.var.endpointId;
+    const signal = c.req.raw.signal;
+    await store.touchWorker(workerId, endpointId, clock.now());
+    const jobs = await waitFor(wake, topics.queue(endpointId), config.server.takeWaitMs, async () => {
+      // A client that went away must not be handed a job it will never see.
+      if (signal.aborted) return null;
+      const claimed = await store.claim(endpointId, workerId, max, clock.now());
+      return claimed.length ? claimed : null;
+    }, signal);
+    await store.touchWorker(workerId, endpointId, clock.now());
+    return jobs;
+  }
+
+  app.get("/job-take/:worker", async (c) => {
+    const jobs = await take(c, 1);
+    return jobs ? c.json(taken(jobs[0]!)) : c.body(null, 204);
+  });
+
+  app.get("/job-take-batch/:worker", async (c) => {
+    const size = intQuery(c.req.query("batch_size"), "batch_size", 1, MAX_BATCH, 1);
+    const jobs = await take(c, size);
+    return jobs ? c.json(jobs.map(taken)) : c.body(null, 204);
+  });
+
+  app.post("/job-done/:worker/:job", async (c) => {
+    const workerId = segment(c, "worker");
+    const jobId = segment(c, "job");
+    const body = validate(jobDoneSchema, await readJson(c.req.raw), "job-done body");
+    const now = clock.now();
+    await store.touchWorker(workerId, c.var.endpointId, now);
+    if (body.status === "IN_PROGRESS") {
+      await store.progress(workerId, jobId, body.output, now);
+      return c.json({});
+    }
+    const isStream = c.req.query("isStream") === "true";
+    if (body.error !== undefined && body.error !== null && body.error !== "") {
+      await store.finish(workerId, jobId, { error: body.error }, [], now);
+    } else {
+      // A handler that did not stream returns its output as one chunk (split past 1 MB).
+      const finalChunks = isStream || body.output === undefined ? [] : splitChunk(body.output);
+      await store.finish(workerId, jobId, { output: body.output }, finalChunks, now);
+    }
+    // Idempotent: a repeated or late post changes nothing and is still answered 200, since
+    // runpod-python drops a result on a 4xx.
+    return c.json({});
+  });
+
+  app.post("/job-stream/:worker/:job", async (c) => {
+    const workerId = segment(c, "worker");
+    const jobId = segment(c, "job");
+    const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
+    await store.touchWorker(workerId, c.var.endpointId, clock.now());
+    await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now());
+    return c.json({});
+  });
+
+  app.get("/ping/:worker", async (c) => {
+    const ids = c.req.query("job_id");
+    const status = c.req.query("status");
+    await store.touchWorker(segment(c, "worker"), c.var.endpointId, clock.now(), {
+      runningIds: ids ? ids.split(",").filter(Boolean) : [],
+      unhealthy: status === "unhealthy" ? { check: c.req.query("check") ?? "", reason: c.req.query("reason") ?? "" } : null,
+    });
+    return c.json({});
+  });
+
+  app.get("/job-stop/:worker", async (c) => {
+    const workerId = segment(c, "worker");
+    await store.touchWorker(workerId, c.var.endpointId, clock.now());
+    const signal = c.req.raw.signal;
+    const ids = await waitFor(wake, topics.stop(workerId), config.server.stopWaitMs, async () => {
+      if (signal.aborted) return null;
+      const stops = await store.takeStops(workerId);
+      return stops.length ? stops : null;
+    }, signal);
+    return ids ? c.json({ jobsToStop: ids } satisfies JobStopResponse) : c.body(null, 204);
+  });
+
+  return app;
+}

@@ -1,0 +1,51 @@
+import { systemClock, type Clock } from "../clock.ts";
+import type { Config } from "../config/config.ts";
+import { stderrLog, type Log } from "../log.ts";
+import { createApp } from "./app.ts";
+import { startMaintenance } from "./maintenance.ts";
+import { createStore } from "./store/create-store.ts";
+import type { Store } from "./store/store.ts";
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  store: Store;
+  /** Runs the housekeeping duties once, now. */
+  sweep: () => Promise<void>;
+  stop: () => Promise<void>;
+}
+
+/** Opens the store (unless given), starts the housekeeping loop and listens with Bun.serve. */
+export function startServer(options: { config: Config; store?: Store; clock?: Clock; log?: Log }): RunningServer {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const log = options.log ?? stderrLog;
+  const store =
+    options.store ??
+    createStore(config.server.data, {
+      retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
+    });
+  const deps = { store, config, clock, log };
+  const app = createApp(deps);
+  const maintenance = startMaintenance(deps);
+  const server = Bun.serve({
+    port: config.server.port,
+    hostname: config.server.host,
+    fetch: app.fetch,
+    // Long-polls (runsync up to 300 s, job-take) must not be cut by the idle timer.
+    idleTimeout: 0,
+    maxRequestBodySize: 64 * 1024 * 1024,
+  });
+  const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
+  return {
+    url: `http://${host}:${server.port}`,
+    port: server.port!,
+    store,
+    sweep: maintenance.sweep,
+    stop: async () => {
+      await server.stop(true);
+      await maintenance.stop();
+      if (!options.store) await store.close();
+    },
+  };
+}

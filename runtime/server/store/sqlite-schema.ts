@@ -1,0 +1,94 @@
+/** Tables of the embedded store. Versioned through PRAGMA user_version. */
+export const SCHEMA_VERSION = 1;
+
+export const SCHEMA = `
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY,
+  endpoint TEXT NOT NULL,
+  status TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  input TEXT NOT NULL,
+  webhook TEXT,
+  policy TEXT NOT NULL,
+  s3_config TEXT,
+  sync INTEGER NOT NULL,
+  key_id TEXT,
+  created_at INTEGER NOT NULL,
+  queued_at INTEGER NOT NULL,
+  started_at INTEGER,
+  completed_at INTEGER,
+  expires_at INTEGER NOT NULL,
+  deadline INTEGER,
+  worker_id TEXT,
+  output TEXT,
+  error TEXT,
+  progress TEXT,
+  losses INTEGER NOT NULL DEFAULT 0,
+  retries INTEGER NOT NULL DEFAULT 0,
+  chunk_count INTEGER NOT NULL DEFAULT 0,
+  chunks_read INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(endpoint, status, seq);
+CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
+CREATE INDEX IF NOT EXISTS jobs_running ON jobs(status, deadline);
+CREATE INDEX IF NOT EXISTS jobs_worker ON jobs(worker_id) WHERE worker_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS stream_chunks (
+  job_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workers (
+  id TEXT PRIMARY KEY,
+  endpoint TEXT NOT NULL,
+  last_seen INTEGER NOT NULL,
+  running_ids TEXT,
+  unhealthy TEXT
+);
+CREATE TABLE IF NOT EXISTS stops (
+  worker_id TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  PRIMARY KEY (worker_id, job_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS counters (
+  endpoint TEXT NOT NULL,
+  name TEXT NOT NULL,
+  value INTEGER NOT NULL,
+  PRIMARY KEY (endpoint, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+`;
+
+/** A row of `jobs` as bun:sqlite returns it. */
+export interface JobRow {
+  id: string;
+  endpoint: string;
+  status: string;
+  seq: number;
+  input: string;
+  webhook: string | null;
+  policy: string;
+  s3_config: string | null;
+  sync: number;
+  key_id: string | null;
+  created_at: number;
+  queued_at: number;
+  started_at: number | null;
+  completed_at: number | null;
+  expires_at: number;
+  deadline: number | null;
+  worker_id: string | null;
+  output: string | null;
+  error: string | null;
+  progress: string | null;
+  losses: number;
+  retries: number;
+  chunk_count: number;
+  chunks_read: number;
+}

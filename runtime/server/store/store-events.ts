@@ -1,0 +1,34 @@
+/** Topics a store announces after a change has been committed. */
+export const topics = {
+  /** A job became available to take on this endpoint. */
+  queue: (endpointId: string) => `queue:${endpointId}`,
+  /** A job changed: progress, a stream chunk, or a new state. */
+  job: (jobId: string) => `job:${jobId}`,
+  /** A worker has jobs to stop. */
+  stop: (workerId: string) => `stop:${workerId}`,
+};
+
+/** Wake-ups for long-polls. In one process an emitter; across servers, a backend's pub/sub. */
+export interface StoreEvents {
+  on(topic: string, listener: () => void): () => void;
+  emit(topic: string): void;
+}
+
+/** In-process events: enough when one server owns the store. */
+export class LocalEvents implements StoreEvents {
+  #listeners = new Map<string, Set<() => void>>();
+
+  on(topic: string, listener: () => void): () => void {
+    let set = this.#listeners.get(topic);
+    if (!set) this.#listeners.set(topic, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.#listeners.delete(topic);
+    };
+  }
+
+  emit(topic: string): void {
+    for (const listener of [...(this.#listeners.get(topic) ?? [])]) listener();
+  }
+}

@@ -1,0 +1,128 @@
+import type { Policy, S3Config } from "../../protocol/job-request.ts";
+import type { JobStatus } from "../../protocol/limits.ts";
+import type { HealthResponse } from "../../protocol/job-response.ts";
+import type { StoreEvents } from "./store-events.ts";
+
+/** A job as the store keeps it. Times are epoch milliseconds. */
+export interface StoredJob {
+  id: string;
+  endpointId: string;
+  status: JobStatus;
+  input: Record<string, unknown>;
+  webhook?: string;
+  policy: Required<Policy>;
+  s3Config?: S3Config;
+  sync: boolean;
+  /** Id of the API key that submitted the job. */
+  keyId?: string;
+  createdAt: number;
+  /** When the job last entered the queue (submission or retry). */
+  queuedAt: number;
+  startedAt?: number;
+  completedAt?: number;
+  /** After this the job is gone: ttl while unfinished, retention once finished. */
+  expiresAt: number;
+  /** Execution deadline while IN_PROGRESS. */
+  deadline?: number;
+  workerId?: string;
+  output?: unknown;
+  error?: unknown;
+  /** Last progress value a worker posted while IN_PROGRESS. */
+  progress?: unknown;
+  /** Times the job was re-queued because its worker was lost. */
+  losses: number;
+  retries: number;
+}
+
+export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId">;
+
+export type JobResult = { output: unknown } | { error: unknown };
+
+export type RetryOutcome =
+  | { kind: "retried"; job: StoredJob }
+  | { kind: "not-found" }
+  | { kind: "conflict"; status: JobStatus };
+
+export interface StreamRead {
+  job: StoredJob;
+  /** Chunks no earlier read returned, oldest first. */
+  chunks: unknown[];
+}
+
+/** What one run of the housekeeping duties changed. */
+export interface SweepReport {
+  expired: number;
+  timedOut: { jobId: string; workerId?: string }[];
+  requeued: string[];
+  lost: string[];
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  /** SHA-256 of the key, hex. The key itself is never stored. */
+  hash: string;
+  createdAt: number;
+  revokedAt?: number;
+}
+
+export interface StoreOptions {
+  /** How long finished sync / async jobs stay readable. */
+  retention: { syncMs: number; asyncMs: number };
+}
+
+export interface WorkerReport {
+  /** Job ids the worker says it is running (ping's job_id). */
+  runningIds?: string[];
+  unhealthy?: { check: string; reason: string } | null;
+}
+
+/**
+ * The one storage interface, in queue terms. Every method is atomic: a backend changes all the
+ * rows (or keys) a call touches together, or none. Methods that take `now` never read a clock.
+ */
+export interface Store {
+  readonly events: StoreEvents;
+
+  enqueue(job: NewJob, now: number): Promise<StoredJob>;
+  /** The job, or null when it does not exist for this endpoint or has expired. */
+  get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
+  /** Sets a live job's expiry (GET /status?ttl). */
+  setExpiry(endpointId: string, jobId: string, expiresAt: number, now: number): Promise<StoredJob | null>;
+  /** Moves up to `max` queued jobs, oldest first, to IN_PROGRESS on `workerId`. */
+  claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]>;
+  /** Records a progress value; false when the job is not running on that worker. */
+  progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean>;
+  /** Appends stream chunks; false when the job is not running on that worker. */
+  appendChunks(workerId: string, jobId: string, chunks: unknown[], now: number): Promise<boolean>;
+  /** The job and its chunks not yet returned, marking them returned, in one step. */
+  readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null>;
+  /**
+   * Ends a running job with its result. Idempotent: returns null (and changes nothing) when the
+   * job is not IN_PROGRESS on `workerId`. `finalChunks` are appended when nothing was streamed.
+   */
+  finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number): Promise<StoredJob | null>;
+  /** Cancels a queued or running job (telling its worker); a finished job is returned unchanged. */
+  cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
+  /** FAILED or TIMED_OUT -> IN_QUEUE, same id and input, earlier output removed. */
+  retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome>;
+  /** Removes every queued job of the endpoint; returns how many. */
+  purgeQueue(endpointId: string, now: number): Promise<number>;
+  health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse>;
+  /** Live jobs of the endpoint, newest first; `before` is a cursor from an earlier page. */
+  recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }>;
+
+  /** Records that a worker is alive (every worker request does). */
+  touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void>;
+  /** Ids of jobs the worker must stop, removing them from its stop list. */
+  takeStops(workerId: string): Promise<string[]>;
+  /** Expiry, execution timeouts and worker loss, as of `now`. */
+  sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport>;
+
+  addKey(key: ApiKeyRecord): Promise<void>;
+  findKey(hash: string): Promise<ApiKeyRecord | null>;
+  listKeys(): Promise<ApiKeyRecord[]>;
+  revokeKey(idOrName: string, now: number): Promise<boolean>;
+
+  close(): Promise<void>;
+}

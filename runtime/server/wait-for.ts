@@ -1,0 +1,31 @@
+import type { Clock } from "../clock.ts";
+import type { StoreEvents } from "./store/store-events.ts";
+
+/**
+ * Long-poll: runs `check` until it returns a value, waking on `topic` instead of polling, and
+ * gives up with null after `ms` or when `signal` (the client going away) aborts. The listener is
+ * attached before each check so that no announcement between check and sleep is missed.
+ */
+export async function waitFor<T>(
+  deps: { events: StoreEvents; clock: Clock },
+  topic: string,
+  ms: number,
+  check: () => Promise<T | null>,
+  signal?: AbortSignal,
+): Promise<T | null> {
+  const deadline = deps.clock.now() + ms;
+  for (;;) {
+    const wake = new AbortController();
+    const off = deps.events.on(topic, () => wake.abort());
+    try {
+      const value = await check();
+      if (value !== null) return value;
+      const left = deadline - deps.clock.now();
+      if (left <= 0 || signal?.aborted) return null;
+      await deps.clock.sleep(left, signal ? AbortSignal.any([wake.signal, signal]) : wake.signal);
+      if (signal?.aborted) return null;
+    } finally {
+      off();
+    }
+  }
+}
