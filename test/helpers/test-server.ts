@@ -1,0 +1,105 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ManualClock, systemClock, type Clock } from "../../runtime/clock.ts";
+import { parseConfig, type Config } from "../../runtime/config/config.ts";
+import { silentLog, type Log } from "../../runtime/log.ts";
+import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
+import { createStore } from "../../runtime/server/store/create-store.ts";
+import type { Store } from "../../runtime/server/store/store.ts";
+
+export interface TestServerOptions {
+  /** Server settings merged over short test defaults. */
+  server?: Partial<Config["server"]>;
+  endpoints?: Record<string, Partial<Config["endpoints"][string]>>;
+  /** A ManualClock to drive time; the wall clock otherwise. */
+  clock?: Clock;
+  log?: Log;
+}
+
+export interface TestServer extends AsyncDisposable {
+  url: string;
+  key: string;
+  store: Store;
+  clock: Clock;
+  dataDir: string;
+  server: RunningServer;
+  /** Sleepers on a manual clock that belong to the server itself (its housekeeping loop). */
+  baseSleepers: number;
+  /** fetch against the server with the key as Bearer; `auth: null` sends none. */
+  call(method: string, path: string, body?: unknown, init?: { auth?: string | null; headers?: Record<string, string> }): Promise<Response>;
+  /** call() and parse the JSON body, returning [status, body]. */
+  json<T = any>(method: string, path: string, body?: unknown, init?: { auth?: string | null }): Promise<[number, T]>;
+}
+
+/** A real queue server on a loopback port, on a fresh SQLite store in a temp dir. */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), "spool-test-"));
+  const clock = options.clock ?? systemClock;
+  const config = parseConfig({
+    server: {
+      port: 0,
+      host: "127.0.0.1",
+      data: dataDir,
+      // Empty long-polls answer at once unless a test parks one on purpose (and then it ends
+      // on an event, never on time passing).
+      takeWaitMs: 0,
+      stopWaitMs: 0,
+      streamWaitMs: 0,
+      // Housekeeping runs when a test calls sweep(), after moving its clock.
+      sweepIntervalMs: 3_600_000,
+      ...options.server,
+    },
+    endpoints: options.endpoints ?? { echo: {} },
+  });
+  const store = createStore(dataDir, {
+    retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
+  });
+  const { key } = await createKey(store, "test", clock.now());
+  const server = startServer({ config, store, clock, log: options.log ?? silentLog });
+  await Bun.sleep(0); // let the housekeeping loop reach its first sleep
+  const baseSleepers = clock instanceof ManualClock ? clock.sleeping : 0;
+
+  const call: TestServer["call"] = (method, path, body, init) => {
+    const auth = init?.auth === undefined ? `Bearer ${key}` : init.auth;
+    const headers: Record<string, string> = { ...init?.headers };
+    if (auth !== null) headers.authorization = auth;
+    return fetch(`${server.url}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+  };
+  return {
+    url: server.url,
+    key,
+    store,
+    clock,
+    dataDir,
+    server,
+    baseSleepers,
+    call,
+    async json(method, path, body, init) {
+      const res = await call(method, path, body, init);
+      const text = await res.text();
+      return [res.status, text ? JSON.parse(text) : undefined];
+    },
+    async [Symbol.asyncDispose]() {
+      await server.stop();
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Resolves once `n` long-polls are parked on the server's manual clock, beyond the sleep of
+ * its housekeeping loop, so that a test moves time only after the request is waiting.
+ */
+export async function parked(srv: TestServer, n = 1): Promise<void> {
+  const clock = srv.clock as ManualClock;
+  const want = srv.baseSleepers + n;
+  for (let i = 0; i < 10_000 && clock.sleeping < want; i++) await Bun.sleep(0);
+  if (clock.sleeping < want) throw new Error(`no long-poll parked on the clock (${clock.sleeping} < ${want})`);
+}
