@@ -11,7 +11,7 @@
  *
  * It prints figures; it asserts only that every job it submitted completed.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -112,6 +112,22 @@ async function startServer(name: string): Promise<Server> {
   }
   return server;
 }
+
+/** CPU seconds (user + system) the server process has used; NaN where /proc is not there. */
+function serverCpu(server: Server): number {
+  try {
+    // Fields after the ")" that ends the command name: state is 3rd, utime 14th, stime 15th.
+    const rest = readFileSync(`/proc/${server.proc.pid}/stat`, "utf8").split(") ").pop()!.split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
+}
+
+const clientCpu = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
 
 async function stopServer(server: Server): Promise<void> {
   running.delete(server);
@@ -230,6 +246,8 @@ interface Throughput {
   jobs: number;
   seconds: number;
   submitSeconds: number;
+  serverCpuS: number;
+  clientCpuS: number;
 }
 
 async function throughput(label: string, name: string, workers: number, size: number | null): Promise<Throughput> {
@@ -246,6 +264,7 @@ async function throughput(label: string, name: string, workers: number, size: nu
     // Let the workers park on their first (empty) job-take before the clock starts.
     await Bun.sleep(200);
 
+    const cpu0 = [serverCpu(server), clientCpu()] as const;
     const start = performance.now();
     let next = 0;
     const submitters = Array.from({ length: Math.min(CLIENTS, JOBS) }, async () => {
@@ -257,6 +276,7 @@ async function throughput(label: string, name: string, workers: number, size: nu
     const submitted = Promise.all(submitters).then(() => performance.now());
     submitted.catch((e) => allDone.reject(e));
     const [end, submitEnd] = await Promise.all([allDone.promise, submitted]);
+    const cpu1 = [serverCpu(server), clientCpu()] as const;
     stop.abort();
     await workersDone;
 
@@ -264,7 +284,8 @@ async function throughput(label: string, name: string, workers: number, size: nu
     if (h.jobs.completed !== JOBS || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
       throw new Error(`${label}: expected ${JOBS} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
-    return { label, jobs: JOBS, seconds: (end - start) / 1000, submitSeconds: (submitEnd - start) / 1000 };
+    return { label, jobs: JOBS, seconds: (end - start) / 1000, submitSeconds: (submitEnd - start) / 1000,
+      serverCpuS: cpu1[0] - cpu0[0], clientCpuS: cpu1[1] - cpu0[1] };
   } finally {
     await stopServer(server);
   }
@@ -358,10 +379,13 @@ async function main(): Promise<void> {
   const lat = await runsyncLatency();
   console.log(`  runsync: p50 ${f2(lat[0]!.p50)} ms, p99 ${f2(lat[0]!.p99)} ms\n`);
 
-  console.log("| scenario | jobs | end-to-end s | jobs/s | submit-only jobs/s |");
-  console.log("|---|---:|---:|---:|---:|");
+  console.log("| scenario | jobs | end-to-end s | jobs/s | submit-only jobs/s | server CPU µs/job | client CPU µs/job |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|");
   for (const r of runs) {
-    console.log(`| ${r.label} | ${r.jobs} | ${f2(r.seconds)} | **${f1(r.jobs / r.seconds)}** | ${f1(r.jobs / r.submitSeconds)} |`);
+    const us = (s: number) => (Number.isNaN(s) ? "n/a" : (s * 1e6 / r.jobs).toFixed(0));
+    console.log(
+      `| ${r.label} | ${r.jobs} | ${f2(r.seconds)} | **${f1(r.jobs / r.seconds)}** | ${f1(r.jobs / r.submitSeconds)} | ${us(r.serverCpuS)} | ${us(r.clientCpuS)} |`,
+    );
   }
   console.log("");
   console.log("| latency (sequential) | n | p50 ms | p99 ms | mean ms | max ms |");
@@ -369,7 +393,8 @@ async function main(): Promise<void> {
   for (const l of lat) console.log(`| ${l.label} | ${l.n} | **${f2(l.p50)}** | **${f2(l.p99)}** | ${f2(l.mean)} | ${f2(l.max)} |`);
   console.log("");
   console.log(`machine: ${info}; server in its own process, client and workers in this one`);
-  console.log(`"submit-only jobs/s" is the rate POST /run was answered while the workers drained; total ${f1((performance.now() - t0) / 1000)} s`);
+  console.log(`"submit-only jobs/s" is the rate POST /run was answered while the workers drained; CPU is user+system`);
+  console.log(`over the timed window (server from /proc, 10 ms ticks); total ${f1((performance.now() - t0) / 1000)} s`);
 }
 
 try {

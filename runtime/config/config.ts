@@ -47,6 +47,10 @@ export const serverConfigSchema = z.strictObject({
   sweepIntervalMs: z.number().int().min(1).default(1_000),
   /** How long a finished synchronous job's result stays. @default 60000 */
   syncRetentionMs: z.number().int().min(0).default(LIMITS.syncRetention),
+  /** Base URL that file URLs are built on; the request's origin when unset. */
+  publicUrl: z.string().url().optional(),
+  /** How long signed URLs of uploaded files work (and files are kept). @default 604800000 */
+  fileUrlTtlMs: z.number().int().min(1).default(7 * 24 * 3600_000),
   /** How long a finished asynchronous job's result stays. @default 1800000 */
   asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
 });

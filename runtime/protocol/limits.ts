@@ -12,6 +12,9 @@ export const LIMITS = {
   runsyncWaitMax: 300_000,
   runsyncWaitDefault: 90_000,
   streamChunkBytes: 1_000_000,
+  /** Largest request body of POST /run and POST /runsync. */
+  runBodyBytes: 10 * 1024 * 1024,
+  runsyncBodyBytes: 20 * 1024 * 1024,
 } as const;
 
 /** Job states of the specification; the first three are not final. */

@@ -2,11 +2,13 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
+import type { LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
+import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 
 /** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
-export function createApp(deps: AppDeps): Hono<AppEnv> {
+export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEnv> {
   const { store, config, log } = deps;
   const app = new Hono<AppEnv>();
 
@@ -37,7 +39,9 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps));
+  v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
   app.route("/v2", v2);
+  app.route("/files", fileDownloadRoutes(deps, deps.files));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 

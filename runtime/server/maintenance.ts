@@ -1,18 +1,26 @@
 import type { AppDeps } from "./app-deps.ts";
+import type { LocalFileStore } from "./files/file-store.ts";
+
+const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
 
 /**
  * The housekeeping duties: expiry and retention, execution timeouts, worker loss. Runs every
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
-export function startMaintenance(deps: AppDeps): { sweep: () => Promise<void>; stop: () => Promise<void> } {
-  const { store, clock, config, log } = deps;
+export function startMaintenance(deps: AppDeps & { files: LocalFileStore }): { sweep: () => Promise<void>; stop: () => Promise<void> } {
+  const { store, clock, config, log, files } = deps;
   const stopped = new AbortController();
+  let lastPrune = clock.now();
 
   async function sweep(): Promise<void> {
     const report = await store.sweep(clock.now(), config.server.workerLossTimeoutMs);
     for (const t of report.timedOut) log.warn("job timed out", { jobId: t.jobId, workerId: t.workerId });
     for (const id of report.requeued) log.warn("worker lost; job re-queued", { jobId: id });
     for (const id of report.lost) log.warn("worker lost twice; job failed", { jobId: id });
+    if (clock.now() - lastPrune >= FILE_PRUNE_INTERVAL_MS) {
+      lastPrune = clock.now();
+      files.prune(lastPrune);
+    }
   }
 
   const loop = (async () => {

@@ -1,3 +1,5 @@
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { describeIssues } from "../protocol/job-request.ts";
 import { HttpError } from "./http-error.ts";
@@ -30,4 +32,14 @@ export function intQuery(value: string | undefined, name: string, min: number, m
     throw new HttpError(400, `query parameter ${name} must be an integer from ${min} to ${max}, got "${value}"`);
   }
   return n;
+}
+
+/** Refuses a body over `maxBytes` with 413, reading no further than the limit. */
+export function limitBody(maxBytes: number): MiddlewareHandler {
+  return bodyLimit({
+    maxSize: maxBytes,
+    onError: () => {
+      throw new HttpError(413, `request body is larger than the limit of ${maxBytes} bytes`);
+    },
+  });
 }

@@ -2,6 +2,7 @@ import { systemClock, type Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
+import { LocalFileStore } from "./files/file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
 import { createStore } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
@@ -25,7 +26,8 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
     createStore(config.server.data, {
       retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
     });
-  const deps = { store, config, clock, log };
+  const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
+  const deps = { store, config, clock, log, files };
   const app = createApp(deps);
   const maintenance = startMaintenance(deps);
   const server = Bun.serve({
@@ -34,7 +36,9 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
     fetch: app.fetch,
     // Long-polls (runsync up to 300 s, job-take) must not be cut by the idle timer.
     idleTimeout: 0,
-    maxRequestBodySize: 64 * 1024 * 1024,
+    // Routes enforce their own limits (413 with a JSON error) while streaming the body in;
+    // this is only the outer bound past which Bun itself refuses.
+    maxRequestBodySize: 1024 * 1024 * 1024,
   });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   return {

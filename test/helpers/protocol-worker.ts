@@ -18,7 +18,7 @@ export function protocolWorker(srv: TestServer, endpoint: string, workerId: stri
       const res = await srv.call("GET", `${base}/job-take-batch/${workerId}?gpu=test&batch_size=${size}&job_in_progress=0`, undefined, { auth: srv.key });
       if (res.status === 204) return [];
       if (res.status !== 200) throw new Error(`take-batch answered ${res.status}: ${await res.text()}`);
-      return res.json();
+      return (await res.json()) as any[];
     },
     done: (jobId: string, body: unknown, isStream = false) =>
       post(`${base}/job-done/${workerId}/${jobId}?gpu=test&isStream=${isStream}`, body),

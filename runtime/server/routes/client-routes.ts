@@ -5,7 +5,7 @@ import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
-import { intQuery, readJson, validate } from "../request-input.ts";
+import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
 import { waitFor } from "../wait-for.ts";
@@ -56,12 +56,12 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
     return final ? final.job : latest;
   }
 
-  app.post("/run", async (c) => {
+  app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
     const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, false);
     return c.json({ id: job.id, status: job.status });
   });
 
-  app.post("/runsync", async (c) => {
+  app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
     const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, true);
     const settled = (await settle(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;

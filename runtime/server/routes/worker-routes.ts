@@ -1,13 +1,15 @@
 import { Hono, type Context } from "hono";
 import { jobDoneSchema, jobStreamSchema, type JobStopResponse, type TakenJob } from "../../protocol/worker-wire.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
-import { intQuery, readJson, validate } from "../request-input.ts";
+import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
 import { splitChunk } from "../stream-chunks.ts";
 import { waitFor } from "../wait-for.ts";
 
 const MAX_BATCH = 64;
+/** Largest result or stream post a worker may send. */
+const MAX_RESULT_BYTES = 64 * 1024 * 1024;
 
 /** What a worker receives for a taken job; s3Config goes to the worker and nowhere else. */
 function taken(job: StoredJob): TakenJob {
@@ -59,7 +61,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     return jobs ? c.json(jobs.map(taken)) : c.body(null, 204);
   });
 
-  app.post("/job-done/:worker/:job", async (c) => {
+  app.post("/job-done/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobDoneSchema, await readJson(c.req.raw), "job-done body");
@@ -82,7 +84,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     return c.json({});
   });
 
-  app.post("/job-stream/:worker/:job", async (c) => {
+  app.post("/job-stream/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");

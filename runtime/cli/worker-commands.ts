@@ -1,0 +1,34 @@
+import { parseArgs } from "node:util";
+import { loadHandler } from "../worker/handler-loader.ts";
+import { WORKER_FLAGS, workerMain } from "../worker/worker-main.ts";
+
+const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
+
+/** `spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY` (or RunPod's env). */
+export async function workerCommand(args: string[]): Promise<number> {
+  const [target, ...flags] = args;
+  if (!target) {
+    console.error("usage: spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY");
+    return 2;
+  }
+  if (!isSource(target)) {
+    // A binary from `spool build` is a whole worker: run it with the same flags.
+    const child = Bun.spawn([target, ...flags], { stdio: ["inherit", "inherit", "inherit"] });
+    for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => child.kill(sig));
+    return child.exited;
+  }
+  const handler = await loadHandler(target);
+  return workerMain(handler, flags, ["worker", target, ...flags]);
+}
+
+/** `spool run <handler> [--input '<json>']`: one job, output on stdout, non-zero exit on failure. */
+export async function runCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, options: { input: WORKER_FLAGS.input }, allowPositionals: true });
+  const target = positionals[0];
+  if (!target) {
+    console.error("usage: spool run <handler.ts> [--input '<json>']  (or ./test_input.json)");
+    return 2;
+  }
+  const handler = await loadHandler(target);
+  return workerMain(handler, values.input === undefined ? [] : ["--input", values.input], [], { ...process.env, RUNPOD_WEBHOOK_GET_JOB: undefined });
+}

@@ -1,0 +1,72 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { checkFileName } from "../../worker/uploads.ts";
+
+/**
+ * Files that workers upload for jobs without s3Config, kept under the data directory and served
+ * at URLs signed with HMAC-SHA256 that expire (7 days by default).
+ */
+export class LocalFileStore {
+  readonly #dir: string;
+  readonly #secret: string;
+
+  constructor(dataDir: string, readonly ttlMs: number) {
+    this.#dir = join(dataDir, "files");
+    mkdirSync(this.#dir, { recursive: true });
+    const secretPath = join(dataDir, "file-url-secret");
+    if (!existsSync(secretPath)) {
+      writeFileSync(secretPath, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"), { mode: 0o600 });
+    }
+    this.#secret = readFileSync(secretPath, "utf8").trim();
+  }
+
+  #path(endpointId: string, jobId: string, name: string): string {
+    for (const part of [endpointId, jobId, name]) checkFileName(part);
+    return join(this.#dir, endpointId, jobId, name);
+  }
+
+  #sign(key: string, expires: number): string {
+    return new Bun.CryptoHasher("sha256", this.#secret).update(`${key}\n${expires}`).digest("hex");
+  }
+
+  /** Saves the file and returns the query string (expires, sig) of its signed URL. */
+  async put(endpointId: string, jobId: string, name: string, data: Blob, contentType: string, now: number): Promise<string> {
+    const path = this.#path(endpointId, jobId, name);
+    mkdirSync(join(this.#dir, endpointId, jobId), { recursive: true });
+    await Bun.write(path, data);
+    writeFileSync(`${path}.type`, contentType.slice(0, 200));
+    const expires = now + this.ttlMs;
+    return `expires=${expires}&sig=${this.#sign(`${endpointId}/${jobId}/${name}`, expires)}`;
+  }
+
+  /** The file when the signature is right and unexpired; null otherwise. */
+  get(endpointId: string, jobId: string, name: string, expires: number, sig: string, now: number): { file: Blob; type: string } | null {
+    if (!Number.isFinite(expires) || expires <= now) return null;
+    let path: string;
+    try {
+      path = this.#path(endpointId, jobId, name);
+    } catch {
+      return null;
+    }
+    const expected = this.#sign(`${endpointId}/${jobId}/${name}`, expires);
+    if (sig.length !== expected.length || !crypto.timingSafeEqual(Buffer.from(sig), Buffer.from(expected))) return null;
+    if (!existsSync(path)) return null;
+    const type = existsSync(`${path}.type`) ? readFileSync(`${path}.type`, "utf8") : "application/octet-stream";
+    return { file: Bun.file(path), type };
+  }
+
+  /** Removes job folders older than the URL lifetime. */
+  prune(now: number): number {
+    let removed = 0;
+    for (const ep of readdirSync(this.#dir)) {
+      for (const job of readdirSync(join(this.#dir, ep))) {
+        const folder = join(this.#dir, ep, job);
+        if (statSync(folder).mtimeMs + this.ttlMs <= now) {
+          rmSync(folder, { recursive: true, force: true });
+          removed++;
+        }
+      }
+    }
+    return removed;
+  }
+}

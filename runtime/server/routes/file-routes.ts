@@ -1,0 +1,42 @@
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { HttpError } from "../http-error.ts";
+import { limitBody } from "../request-input.ts";
+import type { LocalFileStore } from "../files/file-store.ts";
+
+const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
+
+/** PUT /v2/<ep>/job-files/<worker>/<job>/<name>: a worker stores a job's file; answers {url}. */
+export function fileUploadRoutes(deps: AppDeps, files: LocalFileStore): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.put("/job-files/:worker/:job/:name", limitBody(MAX_UPLOAD_BYTES), async (c) => {
+    const { worker, job: jobId, name } = c.req.param();
+    const job = await deps.store.get(c.var.endpointId, jobId, deps.clock.now());
+    if (!job || job.status !== "IN_PROGRESS" || job.workerId !== worker) {
+      throw new HttpError(404, `job ${jobId} is not running on worker ${worker}`);
+    }
+    const data = await c.req.blob();
+    const type = c.req.header("content-type") ?? "application/octet-stream";
+    let query: string;
+    try {
+      query = await files.put(c.var.endpointId, jobId, name, data, type, deps.clock.now());
+    } catch (err) {
+      throw new HttpError(400, (err as Error).message);
+    }
+    const base = deps.config.server.publicUrl ?? new URL(c.req.url).origin;
+    return c.json({ url: `${base}/files/${c.var.endpointId}/${jobId}/${name}?${query}` });
+  });
+  return app;
+}
+
+/** GET /files/<ep>/<job>/<name>?expires=&sig=: public, authorised by the URL's signature. */
+export function fileDownloadRoutes(deps: AppDeps, files: LocalFileStore): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.get("/:endpoint/:job/:name", (c) => {
+    const { endpoint, job, name } = c.req.param();
+    const found = files.get(endpoint, job, name, Number(c.req.query("expires")), c.req.query("sig") ?? "", deps.clock.now());
+    if (!found) throw new HttpError(403, "this file URL is invalid or has expired");
+    return new Response(found.file, { headers: { "content-type": found.type, "cache-control": "private, max-age=3600" } });
+  });
+  return app;
+}

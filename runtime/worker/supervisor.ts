@@ -1,0 +1,43 @@
+import type { Log } from "../log.ts";
+import { EXIT_REPLACE } from "./worker-loop.ts";
+
+/** Set in the child's environment: that process runs the worker loop itself. */
+export const CHILD_ENV = "SPOOL_WORKER_CHILD";
+
+/**
+ * Runs the worker in a child process and replaces it when it ends: at once when it asked to be
+ * replaced (a handler stuck past its timeout, refresh_worker), with backoff after a crash.
+ * SIGTERM/SIGINT are passed on and end supervision once the child has drained.
+ */
+export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log): Promise<number> {
+  let stopping = false;
+  let child: ReturnType<typeof Bun.spawn> | undefined;
+  const forward = (sig: NodeJS.Signals) => () => {
+    stopping = true;
+    child?.kill(sig);
+  };
+  process.on("SIGTERM", forward("SIGTERM"));
+  process.on("SIGINT", forward("SIGINT"));
+  let crashes = 0;
+  for (;;) {
+    child = Bun.spawn(command, { env: { ...env, [CHILD_ENV]: "1" }, stdio: ["inherit", "inherit", "inherit"] });
+    const code = await child.exited;
+    if (stopping) return code;
+    if (code === 0) return 0;
+    if (code === EXIT_REPLACE) {
+      crashes = 0;
+      log.info("replacing the worker process", { code });
+      continue;
+    }
+    crashes++;
+    const wait = Math.min(30_000, 250 * 2 ** Math.min(crashes - 1, 7));
+    log.warn("worker process crashed; restarting", { code, inMs: wait });
+    await Bun.sleep(wait);
+  }
+}
+
+/** How this program starts itself again: a compiled binary is its own executable. */
+export function selfCommand(args: string[]): string[] {
+  const compiled = Bun.main.startsWith("/$bunfs/") || /^[A-Z]:[\\/]~BUN/.test(Bun.main);
+  return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
+}

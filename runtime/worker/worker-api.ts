@@ -1,0 +1,125 @@
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { TakenJob } from "../protocol/worker-wire.ts";
+import type { WorkerEndpoints } from "./worker-urls.ts";
+
+/** Waits before each retry of a result post (runpod-python: +2 s, +3 s). */
+const RESULT_RETRY_MS = [1_000, 2_000, 3_000];
+
+/** The worker side of the protocol over HTTP. */
+export class WorkerApi {
+  constructor(
+    private readonly urls: WorkerEndpoints,
+    private readonly apiKey: string,
+    private readonly clock: Clock,
+    private readonly log: Log,
+  ) {}
+
+  #headers(json: boolean): Record<string, string> {
+    // The key goes bare, as runpod-python sends it; the server accepts both forms.
+    const h: Record<string, string> = { authorization: this.apiKey };
+    if (json) h["content-type"] = "application/json";
+    return h;
+  }
+
+  /** Takes up to `max` jobs, long-polling; [] when there are none or the server is unreachable. */
+  async take(max: number, inProgress: boolean, signal: AbortSignal): Promise<TakenJob[]> {
+    const url = max > 1 ? this.urls.takeBatch(max, inProgress) : this.urls.take(inProgress);
+    let res: Response;
+    try {
+      res = await fetch(url, { headers: this.#headers(false), signal });
+    } catch (err) {
+      if (signal.aborted) return [];
+      this.log.warn("job-take failed; retrying in 1 s", { error: String(err) });
+      await this.clock.sleep(1_000, signal);
+      return [];
+    }
+    if (res.status === 204 || res.status === 400) return [];
+    if (res.status === 429) {
+      await this.clock.sleep(5_000, signal);
+      return [];
+    }
+    if (!res.ok) {
+      this.log.warn("job-take answered an error; retrying in 1 s", { status: res.status, body: (await res.text()).slice(0, 200) });
+      await this.clock.sleep(1_000, signal);
+      return [];
+    }
+    const body = (await res.json()) as TakenJob | TakenJob[];
+    return Array.isArray(body) ? body : [body];
+  }
+
+  /**
+   * Posts a body, retrying on network errors and 5xx only. The server treats repeats as no-ops,
+   * so a retry after a post that landed changes nothing.
+   */
+  async #post(url: string, body: unknown, what: string): Promise<boolean> {
+    const text = JSON.stringify(body);
+    for (let attempt = 0; ; attempt++) {
+      let problem: string;
+      try {
+        const res = await fetch(url, { method: "POST", headers: this.#headers(true), body: text });
+        if (res.ok) return true;
+        problem = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`;
+        if (res.status < 500) {
+          this.log.error(`${what} refused`, { problem });
+          return false;
+        }
+      } catch (err) {
+        problem = String(err);
+      }
+      const wait = RESULT_RETRY_MS[attempt];
+      if (wait === undefined) {
+        this.log.error(`${what} failed after ${attempt + 1} attempts`, { problem });
+        return false;
+      }
+      this.log.warn(`${what} failed; retrying`, { problem, attempt: attempt + 1 });
+      await this.clock.sleep(wait);
+    }
+  }
+
+  done(jobId: string, body: { output?: unknown; error?: unknown; stopPod?: boolean }, isStream: boolean): Promise<boolean> {
+    return this.#post(this.urls.done(jobId, isStream), body, `job-done ${jobId}`);
+  }
+
+  progress(jobId: string, value: unknown): Promise<boolean> {
+    return this.#post(this.urls.done(jobId, false), { status: "IN_PROGRESS", output: value }, `progress ${jobId}`);
+  }
+
+  stream(jobId: string, chunk: unknown): Promise<boolean> {
+    return this.#post(this.urls.stream(jobId), { output: chunk }, `job-stream ${jobId}`);
+  }
+
+  async ping(runningIds: string[]): Promise<void> {
+    try {
+      await fetch(this.urls.ping(runningIds), { headers: this.#headers(false) });
+    } catch (err) {
+      this.log.warn("ping failed", { error: String(err) });
+    }
+  }
+
+  /** Long-polls the stop channel; the ids of jobs to stop, [] when none. */
+  async stops(signal: AbortSignal): Promise<string[]> {
+    const started = this.clock.now();
+    try {
+      const res = await fetch(this.urls.stop(), { headers: this.#headers(false), signal });
+      if (res.status === 200) return ((await res.json()) as { jobsToStop?: string[] }).jobsToStop ?? [];
+    } catch (err) {
+      if (signal.aborted) return [];
+    }
+    // A server that does not hold the poll open (or is down) is asked again after 1 s.
+    if (this.clock.now() - started < 500) await this.clock.sleep(1_000, signal);
+    return [];
+  }
+
+  /** Stores a file through the queue server's file store; returns its signed URL. */
+  async upload(jobId: string, name: string, data: Blob, contentType: string): Promise<string> {
+    const res = await fetch(this.urls.file(jobId, name), {
+      method: "PUT",
+      headers: { ...this.#headers(false), "content-type": contentType },
+      body: data,
+    });
+    const body = (await res.json().catch(() => ({}))) as { url?: string; error?: string };
+    if (!res.ok || !body.url) throw new Error(`upload of ${name} failed: HTTP ${res.status} ${body.error ?? ""}`.trim());
+    return body.url;
+  }
+}

@@ -1,0 +1,159 @@
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { TakenJob } from "../protocol/worker-wire.ts";
+import type { Handler } from "../../sdk/define-handler.ts";
+import { execute } from "./executor.ts";
+import { jobContext, stopReasons } from "./job-context.ts";
+import type { WorkerApi } from "./worker-api.ts";
+
+/** Exit code that asks the supervisor for a fresh worker (timeout past grace, refresh_worker). */
+export const EXIT_REPLACE = 75;
+
+export interface WorkerLoopOptions {
+  handler: Handler;
+  api: WorkerApi;
+  workerId: string;
+  clock: Clock;
+  log: Log;
+  /** Heartbeat interval (RUNPOD_PING_INTERVAL). @default 10000 */
+  pingIntervalMs: number;
+  /** How long a handler may run on after its signal fired at the deadline. @default 5000 */
+  timeoutGraceMs: number;
+  /** On shutdown, how long running jobs may finish before their signal fires. @default 30000 */
+  drainTimeoutMs: number;
+  /** Ends the process: a handler stuck past its grace must not hold the worker. */
+  exit: (code: number) => void;
+}
+
+interface Running {
+  controller: AbortController;
+  finished: Promise<void>;
+}
+
+/** Takes jobs, runs up to the handler's concurrency, heartbeats, and obeys the stop channel. */
+export class WorkerLoop {
+  readonly #o: WorkerLoopOptions;
+  readonly #running = new Map<string, Running>();
+  readonly #stopping = new AbortController();
+  readonly #loopsDone = new AbortController();
+  #concurrency = 1;
+  #exitCode = 0;
+
+  constructor(options: WorkerLoopOptions) {
+    this.#o = options;
+  }
+
+  get runningIds(): string[] {
+    return [...this.#running.keys()];
+  }
+
+  /** Stops taking jobs; running ones drain. Resolves run() with `code`. */
+  shutdown(code = 0): void {
+    if (this.#stopping.signal.aborted) return;
+    this.#exitCode = code;
+    this.#stopping.abort();
+  }
+
+  #nextConcurrency(): number {
+    const c = this.#o.handler.concurrency ?? 1;
+    const next = typeof c === "function" ? c(this.#concurrency) : c;
+    this.#concurrency = Math.max(1, Math.floor(Number.isFinite(next) ? next : 1));
+    return this.#concurrency;
+  }
+
+  /** Runs until shutdown() and the drain are over; returns the exit code. */
+  async run(): Promise<number> {
+    const { api, clock, log } = this.#o;
+    await this.#o.handler.setup?.();
+    const side = [this.#pingLoop(), this.#stopLoop()];
+    log.info("worker ready", { workerId: this.#o.workerId });
+    while (!this.#stopping.signal.aborted) {
+      const free = this.#nextConcurrency() - this.#running.size;
+      if (free <= 0) {
+        await Promise.race([...[...this.#running.values()].map((r) => r.finished), abortPromise(this.#stopping.signal)]);
+        continue;
+      }
+      const jobs = await api.take(free, this.#running.size > 0, this.#stopping.signal);
+      for (const job of jobs) this.#start(job);
+    }
+    await this.#drain();
+    this.#loopsDone.abort();
+    await Promise.all(side);
+    void clock;
+    return this.#exitCode;
+  }
+
+  async #drain(): Promise<void> {
+    const { clock, log } = this.#o;
+    const all = () => Promise.all([...this.#running.values()].map((r) => r.finished));
+    if (!this.#running.size) return;
+    log.info("draining", { running: this.runningIds });
+    const timer = new AbortController();
+    await Promise.race([all(), clock.sleep(this.#o.drainTimeoutMs, timer.signal)]);
+    if (this.#running.size) {
+      for (const r of this.#running.values()) r.controller.abort(stopReasons.shutdown());
+      await Promise.race([all(), clock.sleep(this.#o.timeoutGraceMs, timer.signal)]);
+    }
+    timer.abort();
+  }
+
+  #start(job: TakenJob): void {
+    const { api, clock, log, handler, workerId } = this.#o;
+    const controller = new AbortController();
+    const ended = new AbortController();
+    let refresh = false;
+    const ctx = jobContext({
+      job,
+      workerId,
+      signal: controller.signal,
+      log,
+      progress: (v) => api.progress(job.id, v),
+      files: (jobId, name, data, type) => api.upload(jobId, name, data, type),
+      onRefresh: () => (refresh = true),
+    });
+    // The deadline counts from receipt on this machine's clock, so clock skew cannot shorten it.
+    const timeoutMs = job.policy.executionTimeout;
+    void clock.sleep(timeoutMs, ended.signal).then(async () => {
+      if (ended.signal.aborted) return;
+      log.warn("execution timeout reached; signalling the handler", { jobId: job.id, timeoutMs });
+      controller.abort(stopReasons.timedOut(timeoutMs));
+      await clock.sleep(this.#o.timeoutGraceMs, ended.signal);
+      if (ended.signal.aborted) return;
+      log.error("handler ignored its signal past the grace period; ending the worker process", { jobId: job.id });
+      this.#o.exit(EXIT_REPLACE);
+    });
+
+    const finished = (async () => {
+      const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
+      ended.abort();
+      const stopPod = refresh ? { stopPod: true } : {};
+      if (outcome.kind === "output") await api.done(job.id, { output: outcome.output, ...stopPod }, outcome.isStream);
+      else if (outcome.kind === "error") await api.done(job.id, { error: outcome.error, ...stopPod }, false);
+      else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
+      this.#running.delete(job.id);
+      if (refresh) this.shutdown(EXIT_REPLACE);
+    })();
+    this.#running.set(job.id, { controller, finished });
+  }
+
+  async #pingLoop(): Promise<void> {
+    while (!this.#loopsDone.signal.aborted) {
+      await this.#o.api.ping(this.runningIds);
+      await this.#o.clock.sleep(this.#o.pingIntervalMs, this.#loopsDone.signal);
+    }
+  }
+
+  async #stopLoop(): Promise<void> {
+    while (!this.#loopsDone.signal.aborted) {
+      const ids = await this.#o.api.stops(this.#loopsDone.signal);
+      for (const id of ids) this.#running.get(id)?.controller.abort(stopReasons.cancelled());
+    }
+  }
+}
+
+function abortPromise(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}

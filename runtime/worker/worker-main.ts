@@ -1,0 +1,62 @@
+import { parseArgs } from "node:util";
+import { systemClock } from "../clock.ts";
+import { stderrLog } from "../log.ts";
+import type { Handler } from "../../sdk/define-handler.ts";
+import { localInput, runOnce } from "./run-once.ts";
+import { CHILD_ENV, selfCommand, supervise } from "./supervisor.ts";
+import { WorkerApi } from "./worker-api.ts";
+import { WorkerLoop } from "./worker-loop.ts";
+import { workerOptions } from "./worker-options.ts";
+import { workerEndpoints } from "./worker-urls.ts";
+
+export const WORKER_FLAGS = {
+  url: { type: "string" },
+  endpoint: { type: "string" },
+  "api-key": { type: "string" },
+  "worker-id": { type: "string" },
+  input: { type: "string" },
+  "no-supervise": { type: "boolean" },
+} as const;
+
+/**
+ * Entry of a worker: `spool worker <handler>` and every binary from `spool build` come here.
+ * With --input, or with no server configured at all, it runs one job locally and exits (as
+ * runpod-python does); otherwise it supervises a child process that runs the poll loop.
+ * `relaunch` are the arguments that start this same worker again (for the child).
+ */
+export async function workerMain(handler: Handler, argv: string[], relaunch: string[], env = process.env): Promise<number> {
+  const { values: flags } = parseArgs({ args: argv, options: WORKER_FLAGS, allowPositionals: false });
+  const log = stderrLog;
+  const hasServer = Boolean(flags.url || env.RUNPOD_WEBHOOK_GET_JOB);
+
+  if (flags.input !== undefined || !hasServer) {
+    const outcome = await runOnce(handler, await localInput(flags.input), log);
+    if (outcome.kind === "output") {
+      console.log(JSON.stringify(outcome.output, null, 2));
+      return 0;
+    }
+    console.error(outcome.kind === "error" ? `job failed: ${outcome.error}` : "job stopped");
+    return 1;
+  }
+
+  const options = workerOptions(flags, env);
+  if (!flags["no-supervise"] && env[CHILD_ENV] !== "1") {
+    return supervise(selfCommand(relaunch), env, log);
+  }
+
+  const api = new WorkerApi(workerEndpoints(options.urls, options.workerId), options.apiKey, systemClock, log);
+  const loop = new WorkerLoop({
+    handler,
+    api,
+    workerId: options.workerId,
+    clock: systemClock,
+    log,
+    pingIntervalMs: options.pingIntervalMs,
+    timeoutGraceMs: options.timeoutGraceMs,
+    drainTimeoutMs: options.drainTimeoutMs,
+    exit: (code) => process.exit(code),
+  });
+  process.on("SIGTERM", () => loop.shutdown(0));
+  process.on("SIGINT", () => loop.shutdown(0));
+  return loop.run();
+}

@@ -1,0 +1,89 @@
+import type { z } from "zod";
+import type { S3Config } from "../runtime/protocol/job-request.ts";
+
+/** The execution policy a job runs under (milliseconds). */
+export interface JobPolicy {
+  executionTimeout: number;
+  lowPriority: boolean;
+  ttl: number;
+}
+
+/** A job as a handler sees it; `input` has already passed the handler's schema. */
+export interface HandlerJob<Input> {
+  id: string;
+  input: Input;
+  s3Config?: S3Config;
+  policy: JobPolicy;
+}
+
+export interface HandlerLog {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** What the runtime gives a handler besides the job. */
+export interface HandlerContext {
+  /** Fires on cancel, at the execution deadline and on worker shutdown; `reason` says which. */
+  signal: AbortSignal;
+  /** Publishes a progress value, shown by /status while the job runs. */
+  progress(value: unknown): Promise<void>;
+  /**
+   * Stores a file and returns a URL that works for 7 days: through the job's s3Config when it
+   * has one (a presigned GET), else through the queue server's file store.
+   */
+  upload(name: string, data: Blob | ArrayBuffer | Uint8Array | string, contentType?: string): Promise<string>;
+  log: HandlerLog;
+  workerId: string;
+  /** Asks for this worker to be replaced once the job is done (RunPod's refresh_worker). */
+  refreshWorker(): void;
+}
+
+/** A plain handler returns the output; an async generator streams each yield as a chunk. */
+export type HandlerFunction<Input, Output> = (
+  job: HandlerJob<Input>,
+  ctx: HandlerContext,
+) => Promise<Output> | Output | AsyncGenerator<Output, unknown, undefined>;
+
+/** How many jobs a worker runs at once: fixed, or RunPod's concurrency_modifier(current). */
+export type Concurrency = number | ((current: number) => number);
+
+export interface HandlerOptions<Schema extends z.ZodType, Output> {
+  /** Schema of job.input; a job whose input fails it ends FAILED naming the field. */
+  input: Schema;
+  handler: HandlerFunction<z.output<Schema>, Output>;
+  /** With a generator handler, also make the list of chunks the job's output. @default false */
+  returnAggregateStream?: boolean;
+  /** @default 1 */
+  concurrency?: Concurrency;
+  /** Runs once per worker before its first job: load models here. */
+  setup?: () => Promise<void> | void;
+}
+
+/** A handler as the runtime loads it. */
+export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown> extends HandlerOptions<Schema, Output> {
+  readonly kind: "spool-handler";
+}
+
+/**
+ * Declares a typed job handler; export it as the module's default.
+ * The input type is inferred from the schema, so no generics are written.
+ *
+ * @example
+ * import { z } from "zod";
+ * import { defineHandler } from "spool/sdk";
+ *
+ * export default defineHandler({
+ *   input: z.object({ text: z.string() }),
+ *   async handler(job, ctx) {
+ *     return { upper: job.input.text.toUpperCase() };
+ *   },
+ * });
+ */
+export function defineHandler<Schema extends z.ZodType, Output>(options: HandlerOptions<Schema, Output>): Handler<Schema, Output> {
+  return { ...options, kind: "spool-handler" };
+}
+
+export function isHandler(value: unknown): value is Handler {
+  return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "spool-handler";
+}
