@@ -1,0 +1,121 @@
+import { describe, expect, test } from "bun:test";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { spawnProcess } from "../helpers/spawned.ts";
+import { startTestServer } from "../helpers/test-server.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const CLI = join(ROOT, "runtime/cli.ts");
+const BUN = process.execPath;
+const polling = { server: { takeWaitMs: 30_000, stopWaitMs: 30_000 } };
+
+describe("spool worker", () => {
+  test("runs against the server through RunPod's environment contract alone", async () => {
+    await using srv = await startTestServer(polling);
+    const base = `${srv.url}/v2/echo`;
+    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts")], {
+      env: {
+        PATH: process.env.PATH,
+        RUNPOD_WEBHOOK_GET_JOB: `${base}/job-take/$ID?gpu=test`,
+        RUNPOD_WEBHOOK_POST_OUTPUT: `${base}/job-done/$RUNPOD_POD_ID/$ID?gpu=test`,
+        RUNPOD_WEBHOOK_POST_STREAM: `${base}/job-stream/$RUNPOD_POD_ID/$ID?gpu=test`,
+        RUNPOD_WEBHOOK_PING: `${base}/ping/$RUNPOD_POD_ID?gpu=test`,
+        RUNPOD_POD_ID: "pod-42",
+        RUNPOD_AI_API_KEY: srv.key,
+        RUNPOD_PING_INTERVAL: "10000",
+      },
+    });
+    const [code, body] = await srv.json("POST", "/v2/echo/runsync", { input: { hello: "runpod" } });
+    expect(code).toBe(200);
+    expect(body).toMatchObject({ status: "COMPLETED", output: { hello: "runpod" }, workerId: "pod-42" });
+  });
+
+  test("a worker that asks to be replaced is: a new process with a new worker id takes the next job", async () => {
+    await using srv = await startTestServer(polling);
+    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/replace-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+    const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { refresh: true } });
+    const [, second] = await srv.json("POST", "/v2/echo/runsync", { input: {} });
+    expect(first.status).toBe("COMPLETED");
+    expect(second.status).toBe("COMPLETED");
+    expect(second.output.workerId).not.toBe(first.output.workerId);
+    expect(second.output.pid).not.toBe(first.output.pid);
+  });
+
+  test("a missing server setting is a clear startup error", async () => {
+    await using p = spawnProcess([BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts"), "--url", "http://127.0.0.1:9"], { env: { PATH: process.env.PATH } });
+    expect(await p.proc.exited).not.toBe(0);
+    await p.waitFor(/--url needs --endpoint/);
+  });
+});
+
+describe("spool run", () => {
+  test("runs one job and prints its output; bad input exits non-zero naming the field", async () => {
+    const ok = Bun.spawnSync([BUN, CLI, "run", join(ROOT, "handlers/examples/stream.ts"), "--input", '{"text":"a b"}']);
+    expect(ok.exitCode).toBe(0);
+    expect(JSON.parse(ok.stdout.toString())).toEqual(["a", "b"]);
+    const bad = Bun.spawnSync([BUN, CLI, "run", join(ROOT, "handlers/examples/stream.ts"), "--input", '{"text":1}']);
+    expect(bad.exitCode).toBe(1);
+    expect(bad.stderr.toString()).toContain("Invalid parameter: text:");
+  });
+
+  test("reads ./test_input.json as runpod-python does", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-run-"));
+    try {
+      await Bun.write(join(dir, "test_input.json"), JSON.stringify({ input: { from: "file" } }));
+      const r = Bun.spawnSync([BUN, CLI, "run", join(ROOT, "handlers/examples/echo.ts")], { cwd: dir });
+      expect(r.exitCode).toBe(0);
+      expect(JSON.parse(r.stdout.toString())).toEqual({ from: "file" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("spool dev", () => {
+  test("serves the handler through the real queue server: run, status and stream", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-dev-"));
+    try {
+      await using dev = spawnProcess([BUN, CLI, "dev", join(ROOT, "handlers/examples/stream.ts"), "--port", "0", "--data", dir]);
+      const [, url] = await dev.waitFor(/^Spool dev: (\S+) with a worker/);
+      const [key] = await dev.waitFor(/^spool_\S+$/);
+      const headers = { authorization: `Bearer ${key}` };
+      const run = (await (await fetch(`${url}/run`, { method: "POST", headers, body: JSON.stringify({ input: { text: "x y z" } }) })).json()) as { id: string };
+      const chunks: unknown[] = [];
+      for (;;) {
+        const s = (await (await fetch(`${url}/stream/${run.id}`, { headers })).json()) as { status: string; stream: { output: unknown }[] };
+        chunks.push(...s.stream.map((c) => c.output));
+        if (s.status === "COMPLETED") break;
+      }
+      expect(chunks).toEqual(["x", "y", "z"]);
+      const status = (await (await fetch(`${url}/status/${run.id}`, { headers })).json()) as { output: unknown };
+      expect(status.output).toEqual(["x", "y", "z"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("spool build", () => {
+  test("the compiled worker runs from a directory with no Bun and no node_modules", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-bin-"));
+    try {
+      const built = Bun.spawnSync([BUN, CLI, "build", join(ROOT, "handlers/examples/echo.ts"), "--outfile", join(dir, "build", "echo-worker")]);
+      expect(built.exitCode).toBe(0);
+      const bare = join(dir, "bare");
+      await Bun.write(join(bare, ".keep"), "");
+      copyFileSync(join(dir, "build", "echo-worker"), join(bare, "echo-worker"));
+      Bun.spawnSync(["chmod", "+x", join(bare, "echo-worker")]);
+
+      await using srv = await startTestServer(polling);
+      await using _worker = spawnProcess(["./echo-worker", "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key], {
+        cwd: bare,
+        env: { PATH: "/usr/bin:/bin" },
+      });
+      const [, body] = await srv.json("POST", "/v2/echo/runsync", { input: { compiled: true } });
+      expect(body).toMatchObject({ status: "COMPLETED", output: { compiled: true } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
