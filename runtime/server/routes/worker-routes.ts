@@ -6,6 +6,7 @@ import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
 import { splitChunk } from "../stream-chunks.ts";
 import { waitFor } from "../wait-for.ts";
+import { WorkerPresence } from "../worker-presence.ts";
 
 const MAX_BATCH = 64;
 /** Largest result or stream post a worker may send. */
@@ -33,20 +34,21 @@ const segment = (c: Context<AppEnv>, name: string) => c.req.param(name)!.split("
 export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const wake = { events: store.events, clock };
+  const presence = new WorkerPresence(store);
   const app = new Hono<AppEnv>();
 
   async function take(c: Context<AppEnv>, max: number) {
     const workerId = segment(c, "worker");
     const endpointId = c.var.endpointId;
     const signal = c.req.raw.signal;
-    await store.touchWorker(workerId, endpointId, clock.now());
+    await presence.touch(workerId, endpointId, clock.now());
     const jobs = await waitFor(wake, topics.queue(endpointId), config.server.takeWaitMs, async () => {
       // A client that went away must not be handed a job it will never see.
       if (signal.aborted) return null;
       const claimed = await store.claim(endpointId, workerId, max, clock.now());
       return claimed.length ? claimed : null;
     }, signal);
-    await store.touchWorker(workerId, endpointId, clock.now());
+    await presence.touch(workerId, endpointId, clock.now());
     return jobs;
   }
 
@@ -66,7 +68,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     const jobId = segment(c, "job");
     const body = validate(jobDoneSchema, await readJson(c.req.raw), "job-done body");
     const now = clock.now();
-    await store.touchWorker(workerId, c.var.endpointId, now);
+    await presence.touch(workerId, c.var.endpointId, now);
     if (body.status === "IN_PROGRESS") {
       await store.progress(workerId, jobId, body.output, now);
       return c.json({});
@@ -88,7 +90,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
-    await store.touchWorker(workerId, c.var.endpointId, clock.now());
+    await presence.touch(workerId, c.var.endpointId, clock.now());
     await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now());
     return c.json({});
   });
@@ -96,7 +98,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
   app.get("/ping/:worker", async (c) => {
     const ids = c.req.query("job_id");
     const status = c.req.query("status");
-    await store.touchWorker(segment(c, "worker"), c.var.endpointId, clock.now(), {
+    await presence.touch(segment(c, "worker"), c.var.endpointId, clock.now(), {
       runningIds: ids ? ids.split(",").filter(Boolean) : [],
       unhealthy: status === "unhealthy" ? { check: c.req.query("check") ?? "", reason: c.req.query("reason") ?? "" } : null,
     });
@@ -105,7 +107,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
 
   app.get("/job-stop/:worker", async (c) => {
     const workerId = segment(c, "worker");
-    await store.touchWorker(workerId, c.var.endpointId, clock.now());
+    await presence.touch(workerId, c.var.endpointId, clock.now());
     const signal = c.req.raw.signal;
     const ids = await waitFor(wake, topics.stop(workerId), config.server.stopWaitMs, async () => {
       if (signal.aborted) return null;
