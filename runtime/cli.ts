@@ -1,16 +1,14 @@
 #!/usr/bin/env bun
 import { parseArgs } from "node:util";
-import { buildCommand } from "./cli/build-command.ts";
-import { devCommand } from "./cli/dev-command.ts";
-import { keysCommand } from "./cli/keys-command.ts";
-import { serveCommand } from "./cli/serve-command.ts";
-import { runCommand, workerCommand } from "./cli/worker-commands.ts";
 import { ConfigError } from "./config/config.ts";
+
+// Commands are imported when chosen, so a worker does not load the server (and the reverse).
 
 const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference jobs
 
   spool serve [--port 8080] [--data DIR] [--config FILE]   run the queue server
-  spool keys create [--name NAME] [--data DIR]             make an API key (last line of output)
+  spool keys create [--name NAME] [--scope full|read-only] [--endpoints a,b] [--data DIR]
+                                                           make an API key (last line of output)
   spool keys list [--data DIR]                             list keys (ids and names, never keys)
   spool keys revoke ID|NAME [--data DIR]                   revoke a key
   spool worker <handler.ts|binary> --url URL --endpoint ID --api-key KEY
@@ -30,25 +28,31 @@ async function main(argv: string[]): Promise<number> {
         options: { port: { type: "string" }, data: { type: "string" }, config: { type: "string" } },
       });
       if (values.port !== undefined && !/^\d+$/.test(values.port)) throw new ConfigError(`--port must be a number, got ${values.port}`);
-      await serveCommand(values);
+      await (await import("./cli/serve-command.ts")).serveCommand(values);
       return -1;
     }
     case "keys": {
       const { values, positionals } = parseArgs({
         args: rest,
         allowPositionals: true,
-        options: { data: { type: "string" }, config: { type: "string" }, name: { type: "string" } },
+        options: {
+          data: { type: "string" },
+          config: { type: "string" },
+          name: { type: "string" },
+          scope: { type: "string" },
+          endpoints: { type: "string" },
+        },
       });
-      return keysCommand(positionals[0], positionals.slice(1), values);
+      return (await import("./cli/keys-command.ts")).keysCommand(positionals[0], positionals.slice(1), values);
     }
     case "worker":
-      return workerCommand(rest);
+      return (await import("./cli/worker-commands.ts")).workerCommand(rest);
     case "run":
-      return runCommand(rest);
+      return (await import("./cli/worker-commands.ts")).runCommand(rest);
     case "dev":
-      return devCommand(rest);
+      return (await import("./cli/dev-command.ts")).devCommand(rest);
     case "build":
-      return buildCommand(rest);
+      return (await import("./cli/build-command.ts")).buildCommand(rest);
     case undefined:
     case "help":
     case "--help":

@@ -4,22 +4,34 @@ import { createKey } from "../server/keys/api-keys.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool keys create|list|revoke [--data DIR] [--config FILE] [--name NAME] [ID|NAME]` */
-export async function keysCommand(action: string | undefined, rest: string[], flags: { data?: string; config?: string; name?: string }): Promise<number> {
+export async function keysCommand(
+  action: string | undefined,
+  rest: string[],
+  flags: { data?: string; config?: string; name?: string; scope?: string; endpoints?: string },
+): Promise<number> {
   const config = await loadConfig(flags.config);
   if (flags.data !== undefined) config.server.data = flags.data;
   const store = openStore(config);
   try {
     switch (action) {
       case "create": {
-        const { key, record } = await createKey(store, flags.name ?? "default", systemClock.now());
-        console.log(`Created key ${record.id} (${record.name}). Store it now; it is not shown again:`);
+        const scope = flags.scope ?? "full";
+        if (scope !== "full" && scope !== "read-only") {
+          console.error(`--scope must be full or read-only, got ${scope}`);
+          return 2;
+        }
+        const endpoints = flags.endpoints?.split(",").map((e) => e.trim()).filter(Boolean);
+        const { key, record } = await createKey(store, flags.name ?? "default", systemClock.now(), { scope, endpoints });
+        const limits = `${record.scope}${record.endpoints ? `, endpoints ${record.endpoints.join(",")}` : ""}`;
+        console.log(`Created key ${record.id} (${record.name}; ${limits}). Store it now; it is not shown again:`);
         console.log(key);
         return 0;
       }
       case "list": {
         for (const k of await store.listKeys()) {
           const state = k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : "active";
-          console.log(`${k.id}\t${k.name}\t${new Date(k.createdAt).toISOString()}\t${state}`);
+          const endpoints = k.endpoints ? k.endpoints.join(",") : "*";
+          console.log(`${k.id}\t${k.name}\t${k.scope}\t${endpoints}\t${new Date(k.createdAt).toISOString()}\t${state}`);
         }
         return 0;
       }

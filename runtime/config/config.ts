@@ -1,7 +1,32 @@
 import { z } from "zod";
-import { LIMITS } from "../protocol/limits.ts";
+import { LIMITS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
 import { describeIssues } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
+
+const opLimit = (op: RateLimitedOperation) =>
+  z
+    .strictObject({
+      /** Requests per window (rateWindowMs, 10 s). */
+      requests: z.number().int().min(1),
+      /** Requests in flight at once; none when unset. */
+      concurrent: z.number().int().min(1).optional(),
+    })
+    .default(RATE_LIMITS[op]);
+
+/** Per-operation limits of an endpoint; the specification's numbers by default. */
+const rateLimitsSchema = z
+  .strictObject({
+    runsync: opLimit("runsync"),
+    run: opLimit("run"),
+    status: opLimit("status"),
+    stream: opLimit("stream"),
+    cancel: opLimit("cancel"),
+    "purge-queue": opLimit("purge-queue"),
+    openai: opLimit("openai"),
+    requests: opLimit("requests"),
+  })
+  .default(RATE_LIMITS);
+export type RateLimits = z.infer<typeof rateLimitsSchema>;
 
 /** Settings of one endpoint (RunPod's endpoint settings; wire-compat.md). */
 export const endpointConfigSchema = z.strictObject({
@@ -24,6 +49,7 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  rateLimits: rateLimitsSchema,
 });
 export type EndpointConfig = z.infer<typeof endpointConfigSchema>;
 
@@ -51,6 +77,16 @@ export const serverConfigSchema = z.strictObject({
   publicUrl: z.string().url().optional(),
   /** How long signed URLs of uploaded files work (and files are kept). @default 604800000 */
   fileUrlTtlMs: z.number().int().min(1).default(7 * 24 * 3600_000),
+  /** The window of the per-operation rate limits. @default 10000 */
+  rateWindowMs: z.number().int().min(1).default(10_000),
+  /** Wait between webhook attempts (3 in all). @default 10000 */
+  webhookRetryDelayMs: z.number().int().min(0).default(10_000),
+  /** How long one webhook call may take. @default 10000 */
+  webhookTimeoutMs: z.number().int().min(1).default(10_000),
+  /** Refuse webhook URLs on private, loopback and link-local addresses (multi-tenant servers). @default false */
+  webhookBlockPrivate: z.boolean().default(false),
+  /** Standard Webhooks signing secret (whsec_...); generated under the data dir when unset. */
+  webhookSecret: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64").optional(),
   /** How long a finished asynchronous job's result stays. @default 1800000 */
   asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
 });

@@ -23,3 +23,19 @@ export type JobStatus = (typeof JOB_STATES)[number];
 
 const FINAL: ReadonlySet<JobStatus> = new Set(["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"]);
 export const isFinal = (s: JobStatus): boolean => FINAL.has(s);
+
+/** Rate limits of the specification, per endpoint and operation, per 10 s window. */
+export const RATE_LIMITS = {
+  runsync: { requests: 2000, concurrent: 400 },
+  run: { requests: 1000, concurrent: 200 },
+  status: { requests: 2000, concurrent: 400 },
+  stream: { requests: 2000, concurrent: 400 },
+  cancel: { requests: 100, concurrent: 20 },
+  "purge-queue": { requests: 2 },
+  openai: { requests: 2000, concurrent: 400 },
+  requests: { requests: 10, concurrent: 2 },
+} as const satisfies Record<string, { requests: number; concurrent?: number }>;
+export type RateLimitedOperation = keyof typeof RATE_LIMITS;
+
+/** The 429 backpressure rule: the queue holds more than 50 jobs and more than workersMax * 500. */
+export const BACKPRESSURE = { minQueue: 50, perWorker: 500 } as const;

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
-import type { Store } from "./store/store.ts";
+import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
 export interface AppDeps {
@@ -15,7 +15,7 @@ export interface AppDeps {
 export interface AppEnv {
   Variables: {
     requestId: string;
-    keyId: string;
+    key: ApiKeyRecord;
     endpointId: string;
   };
 }

@@ -1,7 +1,8 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
-import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
+import { authenticate, authorize } from "./access.ts";
+import { LocalRateLimiter } from "./limits/rate-limiter.ts";
 import type { LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
@@ -9,7 +10,7 @@ import { workerRoutes } from "./routes/worker-routes.ts";
 
 /** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
 export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEnv> {
-  const { store, config, log } = deps;
+  const { config, log } = deps;
   const app = new Hono<AppEnv>();
 
   app.use(async (c, next) => {
@@ -21,21 +22,8 @@ export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEn
   const v2 = new Hono<AppEnv>();
 
   // Authentication comes first, so an unknown key learns nothing about which endpoints exist.
-  v2.use(async (c, next) => {
-    const key = keyFromHeader(c.req.header("authorization"));
-    if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
-    const record = await store.findKey(hashKey(key));
-    if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
-    c.set("keyId", record.id);
-    await next();
-  });
-
-  v2.use("/:endpoint/*", async (c, next) => {
-    const endpointId = c.req.param("endpoint");
-    if (!config.endpoints[endpointId]) throw new HttpError(404, `endpoint ${endpointId} not found`);
-    c.set("endpointId", endpointId);
-    await next();
-  });
+  v2.use(authenticate(deps));
+  v2.use("/:endpoint/*", authorize(deps, new LocalRateLimiter(config.server.rateWindowMs)));
 
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps));

@@ -4,6 +4,8 @@ import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
 import { LocalFileStore } from "./files/file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
+import { startWebhookSender } from "./webhooks/webhook-sender.ts";
+import { webhookSecret } from "./webhooks/webhook-signature.ts";
 import { createStore } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
 
@@ -30,6 +32,7 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
   const deps = { store, config, clock, log, files };
   const app = createApp(deps);
   const maintenance = startMaintenance(deps);
+  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
   const server = Bun.serve({
     port: config.server.port,
     hostname: config.server.host,
@@ -49,6 +52,7 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
     stop: async () => {
       await server.stop(true);
       await maintenance.stop();
+      await webhooks.stop();
       if (!options.store) await store.close();
     },
   };

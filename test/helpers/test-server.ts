@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ManualClock, systemClock, type Clock } from "../../runtime/clock.ts";
-import { parseConfig, type Config } from "../../runtime/config/config.ts";
+import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
@@ -11,8 +11,8 @@ import type { Store } from "../../runtime/server/store/store.ts";
 
 export interface TestServerOptions {
   /** Server settings merged over short test defaults. */
-  server?: Partial<Config["server"]>;
-  endpoints?: Record<string, Partial<Config["endpoints"][string]>>;
+  server?: NonNullable<ConfigInput["server"]>;
+  endpoints?: NonNullable<ConfigInput["endpoints"]>;
   /** A ManualClock to drive time; the wall clock otherwise. */
   clock?: Clock;
   log?: Log;
@@ -51,7 +51,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       sweepIntervalMs: 3_600_000,
       ...options.server,
     },
-    endpoints: options.endpoints ?? { echo: {} },
+    // Tests that are not about limits read /requests freely; the limit tests set their own.
+    endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
   });
   const store = createStore(dataDir, {
     retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dataSecret, randomBase64 } from "../data-secret.ts";
 import { join } from "node:path";
 import { checkFileName } from "../../worker/uploads.ts";
 
@@ -13,11 +14,7 @@ export class LocalFileStore {
   constructor(dataDir: string, readonly ttlMs: number) {
     this.#dir = join(dataDir, "files");
     mkdirSync(this.#dir, { recursive: true });
-    const secretPath = join(dataDir, "file-url-secret");
-    if (!existsSync(secretPath)) {
-      writeFileSync(secretPath, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"), { mode: 0o600 });
-    }
-    this.#secret = readFileSync(secretPath, "utf8").trim();
+    this.#secret = dataSecret(dataDir, "file-url-secret", () => randomBase64(32));
   }
 
   #path(endpointId: string, jobId: string, name: string): string {

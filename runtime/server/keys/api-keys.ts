@@ -1,4 +1,4 @@
-import type { ApiKeyRecord, Store } from "../store/store.ts";
+import type { ApiKeyRecord, KeyScope, Store } from "../store/store.ts";
 
 /** SHA-256 hex of a key: keys are 256-bit random, so a fast hash is the right one. */
 export function hashKey(key: string): string {
@@ -6,9 +6,21 @@ export function hashKey(key: string): string {
 }
 
 /** Creates a key, stores only its hash, and returns the key (shown once). */
-export async function createKey(store: Store, name: string, now: number): Promise<{ key: string; record: ApiKeyRecord }> {
+export async function createKey(
+  store: Store,
+  name: string,
+  now: number,
+  access: { scope?: KeyScope; endpoints?: string[] } = {},
+): Promise<{ key: string; record: ApiKeyRecord }> {
   const key = `spool_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")}`;
-  const record: ApiKeyRecord = { id: `key_${crypto.randomUUID().slice(0, 8)}`, name, hash: hashKey(key), createdAt: now };
+  const record: ApiKeyRecord = {
+    id: `key_${crypto.randomUUID().slice(0, 8)}`,
+    name,
+    hash: hashKey(key),
+    createdAt: now,
+    scope: access.scope ?? "full",
+    ...(access.endpoints?.length ? { endpoints: access.endpoints } : {}),
+  };
   await store.addKey(record);
   return { key, record };
 }

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { jobRequestSchema } from "../../protocol/job-request.ts";
 import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
-import { isFinal, LIMITS } from "../../protocol/limits.ts";
+import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
@@ -9,6 +9,7 @@ import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
 import { waitFor } from "../wait-for.ts";
+import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
 export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
@@ -21,6 +22,11 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   async function submit(req: Request, endpointId: string, keyId: string, sync: boolean): Promise<StoredJob> {
     const body = validate(jobRequestSchema, await readJson(req), "job request");
     const endpoint = config.endpoints[endpointId]!;
+    const depth = await store.queueDepth(endpointId, clock.now());
+    if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
+      throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
+    }
+    if (body.webhook && config.server.webhookBlockPrivate) await refusePrivateWebhook(body.webhook);
     return store.enqueue(
       {
         id: `${sync ? "sync-" : ""}${crypto.randomUUID()}`,
@@ -57,13 +63,13 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   }
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
-    const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, false);
+    const job = await submit(c.req.raw, c.var.endpointId, c.var.key.id, false);
     return c.json({ id: job.id, status: job.status });
   });
 
   app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
     const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
-    const job = await submit(c.req.raw, c.var.endpointId, c.var.keyId, true);
+    const job = await submit(c.req.raw, c.var.endpointId, c.var.key.id, true);
     const settled = (await settle(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
     return c.json(isFinal(settled.status) ? jobResponse(settled) : { id: settled.id, status: settled.status });
   });

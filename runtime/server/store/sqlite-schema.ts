@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -63,7 +63,22 @@ CREATE TABLE IF NOT EXISTS api_keys (
   created_at INTEGER NOT NULL,
   revoked_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+  id TEXT PRIMARY KEY,
+  job_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  job TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_due ON webhook_deliveries(next_at);
 `;
+
+/** Steps from one schema version to the next, run in order on an older file. */
+export const MIGRATIONS: Record<number, string> = {
+  2: `ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
+      ALTER TABLE api_keys ADD COLUMN endpoints TEXT;`,
+};
 
 /** A row of `jobs` as bun:sqlite returns it. */
 export interface JobRow {

@@ -4,10 +4,31 @@ import { join } from "node:path";
 import type { JobStatus } from "../../protocol/limits.ts";
 import type { HealthResponse } from "../../protocol/job-response.ts";
 import { LocalEvents, topics } from "./store-events.ts";
-import { SCHEMA, SCHEMA_VERSION, type JobRow } from "./sqlite-schema.ts";
+import { MIGRATIONS, SCHEMA, SCHEMA_VERSION, type JobRow } from "./sqlite-schema.ts";
 import type {
-  ApiKeyRecord, JobResult, NewJob, RetryOutcome, Store, StoreOptions, StoredJob, StreamRead, SweepReport, WorkerReport,
+  ApiKeyRecord, JobResult, NewJob, RetryOutcome, Store, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  WorkerReport,
 } from "./store.ts";
+
+interface KeyRow {
+  id: string;
+  name: string;
+  hash: string;
+  created_at: number;
+  revoked_at: number | null;
+  scope: string;
+  endpoints: string | null;
+}
+
+const toKey = (r: KeyRow): ApiKeyRecord => ({
+  id: r.id,
+  name: r.name,
+  hash: r.hash,
+  createdAt: r.created_at,
+  revokedAt: opt(r.revoked_at),
+  scope: r.scope as ApiKeyRecord["scope"],
+  endpoints: r.endpoints === null ? undefined : JSON.parse(r.endpoints),
+});
 
 const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
 const parse = (s: string | null): unknown => (s === null ? undefined : JSON.parse(s));
@@ -55,7 +76,10 @@ export class SqliteStore implements Store {
     this.#db.run("PRAGMA synchronous = NORMAL");
     this.#db.run("PRAGMA busy_timeout = 5000");
     this.#db.transaction(() => {
+      const from = (this.#db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+      if (from > SCHEMA_VERSION) throw new Error(`${path} was written by a newer Spool (schema ${from} > ${SCHEMA_VERSION})`);
       this.#db.run(SCHEMA);
+      for (let v = Math.max(from, 1) + 1; v <= SCHEMA_VERSION; v++) if (MIGRATIONS[v]) this.#db.run(MIGRATIONS[v]!);
       this.#db.run(`PRAGMA user_version = ${SCHEMA_VERSION}`);
     })();
     this.#retention = options.retention;
@@ -94,6 +118,18 @@ export class SqliteStore implements Store {
     if (!workerId) return;
     this.#db.query("INSERT OR IGNORE INTO stops (worker_id, job_id) VALUES (?, ?)").run(workerId, jobId);
     announce(topics.stop(workerId));
+  }
+
+  /** Records the webhook call owed for a job that just reached a final state. */
+  #owe(jobId: string, now: number, announce: (t: string) => void): StoredJob {
+    const job = toJob(this.#byId(jobId));
+    if (job.webhook) {
+      this.#db
+        .query("INSERT INTO webhook_deliveries (id, job_id, url, job, attempts, next_at) VALUES (?, ?, ?, ?, 0, ?)")
+        .run(crypto.randomUUID(), jobId, job.webhook, JSON.stringify(job), now);
+      announce(topics.webhooks);
+    }
+    return job;
   }
 
   async enqueue(job: NewJob, now: number): Promise<StoredJob> {
@@ -223,7 +259,7 @@ export class SqliteStore implements Store {
       if (row.chunk_count === 0 && finalChunks.length) this.#appendChunks(jobId, 0, finalChunks);
       this.#db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
       announce(topics.job(jobId));
-      return toJob(this.#byId(jobId));
+      return this.#owe(jobId, now, announce);
     });
   }
 
@@ -240,7 +276,7 @@ export class SqliteStore implements Store {
         .run(now, now + this.#retentionOf(row), jobId);
       if (row.status === "IN_PROGRESS") this.#stop(row.worker_id, jobId, announce);
       announce(topics.job(jobId));
-      return toJob(this.#byId(jobId));
+      return this.#owe(jobId, now, announce);
     });
   }
 
@@ -342,6 +378,33 @@ export class SqliteStore implements Store {
       );
   }
 
+  async queueDepth(endpointId: string, now: number): Promise<number> {
+    return this.#db
+      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
+      .get(endpointId, now)!.n;
+  }
+
+  async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {
+    return this.#tx(() =>
+      this.#db
+        .query<{ id: string; url: string; job: string; attempts: number }, [number, number, number]>(
+          `UPDATE webhook_deliveries SET next_at = ?
+           WHERE id IN (SELECT id FROM webhook_deliveries WHERE next_at <= ? ORDER BY next_at LIMIT ?)
+           RETURNING id, url, job, attempts`,
+        )
+        .all(now + leaseMs, now, limit)
+        .map((r) => ({ id: r.id, url: r.url, job: JSON.parse(r.job) as StoredJob, attempts: r.attempts })),
+    );
+  }
+
+  async deliveryDone(id: string): Promise<void> {
+    this.#db.query("DELETE FROM webhook_deliveries WHERE id = ?").run(id);
+  }
+
+  async deliveryRetry(id: string, nextAt: number): Promise<void> {
+    this.#db.query("UPDATE webhook_deliveries SET attempts = attempts + 1, next_at = ? WHERE id = ?").run(nextAt, id);
+  }
+
   async takeStops(workerId: string): Promise<string[]> {
     return this.#db
       .query<{ job_id: string }, [string]>("DELETE FROM stops WHERE worker_id = ? RETURNING job_id")
@@ -378,6 +441,7 @@ export class SqliteStore implements Store {
           .run(now, JSON.stringify(`execution timeout of ${timeout} ms exceeded`), now + this.#retentionOf(j), j.id);
         this.#stop(j.worker_id, j.id, announce);
         announce(topics.job(j.id));
+        this.#owe(j.id, now, announce);
         report.timedOut.push({ jobId: j.id, workerId: opt(j.worker_id) });
       }
 
@@ -410,6 +474,7 @@ export class SqliteStore implements Store {
               now + this.#retentionOf(j),
               j.id,
             );
+          this.#owe(j.id, now, announce);
           report.lost.push(j.id);
         }
         announce(topics.job(j.id));
@@ -422,26 +487,17 @@ export class SqliteStore implements Store {
 
   async addKey(key: ApiKeyRecord): Promise<void> {
     this.#db
-      .query("INSERT INTO api_keys (id, name, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)")
-      .run(key.id, key.name, key.hash, key.createdAt, key.revokedAt ?? null);
+      .query("INSERT INTO api_keys (id, name, hash, created_at, revoked_at, scope, endpoints) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .run(key.id, key.name, key.hash, key.createdAt, key.revokedAt ?? null, key.scope, key.endpoints ? JSON.stringify(key.endpoints) : null);
   }
 
   async findKey(hash: string): Promise<ApiKeyRecord | null> {
-    const r = this.#db
-      .query<{ id: string; name: string; hash: string; created_at: number; revoked_at: number | null }, [string]>(
-        "SELECT * FROM api_keys WHERE hash = ?",
-      )
-      .get(hash);
-    return r && { id: r.id, name: r.name, hash: r.hash, createdAt: r.created_at, revokedAt: opt(r.revoked_at) };
+    const r = this.#db.query<KeyRow, [string]>("SELECT * FROM api_keys WHERE hash = ?").get(hash);
+    return r && toKey(r);
   }
 
   async listKeys(): Promise<ApiKeyRecord[]> {
-    return this.#db
-      .query<{ id: string; name: string; hash: string; created_at: number; revoked_at: number | null }, []>(
-        "SELECT * FROM api_keys ORDER BY created_at",
-      )
-      .all()
-      .map((r) => ({ id: r.id, name: r.name, hash: r.hash, createdAt: r.created_at, revokedAt: opt(r.revoked_at) }));
+    return this.#db.query<KeyRow, []>("SELECT * FROM api_keys ORDER BY created_at, rowid").all().map(toKey);
   }
 
   async revokeKey(idOrName: string, now: number): Promise<boolean> {

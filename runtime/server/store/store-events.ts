@@ -6,6 +6,8 @@ export const topics = {
   job: (jobId: string) => `job:${jobId}`,
   /** A worker has jobs to stop. */
   stop: (workerId: string) => `stop:${workerId}`,
+  /** A webhook call became due. */
+  webhooks: "webhooks",
 };
 
 /** Wake-ups for long-polls. In one process an emitter; across servers, a backend's pub/sub. */

@@ -57,6 +57,9 @@ export interface SweepReport {
   lost: string[];
 }
 
+/** full: every route; read-only: status, stream, health, requests. */
+export type KeyScope = "full" | "read-only";
+
 export interface ApiKeyRecord {
   id: string;
   name: string;
@@ -64,6 +67,18 @@ export interface ApiKeyRecord {
   hash: string;
   createdAt: number;
   revokedAt?: number;
+  scope: KeyScope;
+  /** When set, the key works only on these endpoints. */
+  endpoints?: string[];
+}
+
+/** A webhook call owed for a job that ended; `job` is the job as it was when it ended. */
+export interface WebhookDelivery {
+  id: string;
+  url: string;
+  job: StoredJob;
+  /** Attempts made so far. */
+  attempts: number;
 }
 
 export interface StoreOptions {
@@ -118,6 +133,18 @@ export interface Store {
   takeStops(workerId: string): Promise<string[]>;
   /** Expiry, execution timeouts and worker loss, as of `now`. */
   sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport>;
+  /** Queued jobs of the endpoint (the 429 backpressure rule). */
+  queueDepth(endpointId: string, now: number): Promise<number>;
+
+  /**
+   * Webhook calls due by `now`, leased for `leaseMs` so that no other server takes them too.
+   * A call is recorded in the same step as the job's final state, so none is lost to a crash.
+   */
+  takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]>;
+  /** Delivered, or given up on: forget it. */
+  deliveryDone(id: string): Promise<void>;
+  /** Failed an attempt: try again at `nextAt`. */
+  deliveryRetry(id: string, nextAt: number): Promise<void>;
 
   addKey(key: ApiKeyRecord): Promise<void>;
   findKey(hash: string): Promise<ApiKeyRecord | null>;

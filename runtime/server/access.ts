@@ -1,0 +1,64 @@
+import type { MiddlewareHandler } from "hono";
+import type { RateLimitedOperation } from "../protocol/limits.ts";
+import type { AppDeps, AppEnv } from "./app-deps.ts";
+import { HttpError } from "./http-error.ts";
+import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
+import type { RateLimiter } from "./limits/rate-limiter.ts";
+
+/** Operations a read-only key may call (all GET). */
+const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests"]);
+
+/** Which rate-limited operation a path segment is. */
+const LIMITED: Record<string, RateLimitedOperation> = {
+  runsync: "runsync",
+  run: "run",
+  status: "status",
+  "status-sync": "status",
+  stream: "stream",
+  cancel: "cancel",
+  "purge-queue": "purge-queue",
+  openai: "openai",
+  requests: "requests",
+};
+
+/** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
+export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const key = keyFromHeader(c.req.header("authorization"));
+    if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
+    const record = await deps.store.findKey(hashKey(key));
+    if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
+    c.set("key", record);
+    await next();
+  };
+}
+
+/**
+ * Checks the endpoint exists (404), that the key may use it and this operation (401, saying
+ * why), and the operation's rate limits (429 with Retry-After).
+ */
+export function authorize(deps: AppDeps, limiter: RateLimiter): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const endpointId = c.req.param("endpoint")!;
+    const endpoint = deps.config.endpoints[endpointId];
+    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    const key = c.var.key;
+    if (key.endpoints && !key.endpoints.includes(endpointId)) {
+      throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
+    }
+    const op = c.req.path.split("/")[3] ?? "";
+    if (key.scope === "read-only" && !(c.req.method === "GET" && READ_ONLY.has(op))) {
+      throw new HttpError(401, `this API key is read-only (status, stream, health, requests); ${op || "this route"} needs a full key`);
+    }
+    c.set("endpointId", endpointId);
+    const limited = LIMITED[op];
+    if (!limited) return next();
+    const admission = limiter.admit(endpointId, limited, endpoint.rateLimits, deps.clock.now());
+    if (!admission.ok) throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+    try {
+      await next();
+    } finally {
+      admission.release();
+    }
+  };
+}
