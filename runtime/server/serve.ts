@@ -11,6 +11,7 @@ import type { Store } from "./store/store.ts";
 
 export interface RunningServer {
   url: string;
+  config: Config;
   port: number;
   store: Store;
   /** Runs the housekeeping duties once, now. */
@@ -46,6 +47,7 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   return {
     url: `http://${host}:${server.port}`,
+    config,
     port: server.port!,
     store,
     sweep: maintenance.sweep,

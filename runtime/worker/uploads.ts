@@ -19,6 +19,15 @@ export function toBlob(data: Blob | ArrayBuffer | Uint8Array | string, contentTy
   return data instanceof Blob ? data : new Blob([data] as ConstructorParameters<typeof Blob>[0], { type: contentType });
 }
 
+/**
+ * The signing region: AWS endpoints name it (s3.eu-west-1.amazonaws.com); others (R2, MinIO,
+ * radosgw) accept us-east-1.
+ */
+export function regionOf(endpointUrl: string): string {
+  const m = /(?:^|\.)s3[.-]([a-z0-9-]+)\.amazonaws\.com$/.exec(new URL(endpointUrl).hostname);
+  return m?.[1] ?? "us-east-1";
+}
+
 /** Writes through the job's own s3Config and returns a presigned GET URL valid for 7 days. */
 export async function uploadToS3(s3: S3Config, jobId: string, name: string, data: Blob, contentType: string): Promise<string> {
   const client = new S3Client({
@@ -26,6 +35,7 @@ export async function uploadToS3(s3: S3Config, jobId: string, name: string, data
     secretAccessKey: s3.accessSecret,
     bucket: s3.bucketName,
     endpoint: s3.endpointUrl,
+    region: regionOf(s3.endpointUrl),
   });
   const prefix = s3.objectPath ? `${s3.objectPath.replace(/^\/+|\/+$/g, "")}/` : "";
   const key = `${prefix}${jobId}/${name}`;

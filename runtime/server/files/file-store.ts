@@ -22,6 +22,12 @@ export class LocalFileStore {
     return join(this.#dir, endpointId, jobId, name);
   }
 
+  // The content type lives beside the file under a leading dot, which no upload name can have,
+  // so a file named "x.type" cannot overwrite the type of "x".
+  #typePath(endpointId: string, jobId: string, name: string): string {
+    return join(this.#dir, endpointId, jobId, `.${name}.type`);
+  }
+
   #sign(key: string, expires: number): string {
     return new Bun.CryptoHasher("sha256", this.#secret).update(`${key}\n${expires}`).digest("hex");
   }
@@ -31,7 +37,7 @@ export class LocalFileStore {
     const path = this.#path(endpointId, jobId, name);
     mkdirSync(join(this.#dir, endpointId, jobId), { recursive: true });
     await Bun.write(path, data);
-    writeFileSync(`${path}.type`, contentType.slice(0, 200));
+    writeFileSync(this.#typePath(endpointId, jobId, name), contentType.slice(0, 200));
     const expires = now + this.ttlMs;
     return `expires=${expires}&sig=${this.#sign(`${endpointId}/${jobId}/${name}`, expires)}`;
   }
@@ -48,7 +54,8 @@ export class LocalFileStore {
     const expected = this.#sign(`${endpointId}/${jobId}/${name}`, expires);
     if (sig.length !== expected.length || !crypto.timingSafeEqual(Buffer.from(sig), Buffer.from(expected))) return null;
     if (!existsSync(path)) return null;
-    const type = existsSync(`${path}.type`) ? readFileSync(`${path}.type`, "utf8") : "application/octet-stream";
+    const typePath = this.#typePath(endpointId, jobId, name);
+    const type = existsSync(typePath) ? readFileSync(typePath, "utf8") : "application/octet-stream";
     return { file: Bun.file(path), type };
   }
 

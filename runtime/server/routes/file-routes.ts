@@ -36,7 +36,15 @@ export function fileDownloadRoutes(deps: AppDeps, files: LocalFileStore): Hono<A
     const { endpoint, job, name } = c.req.param();
     const found = files.get(endpoint, job, name, Number(c.req.query("expires")), c.req.query("sig") ?? "", deps.clock.now());
     if (!found) throw new HttpError(403, "this file URL is invalid or has expired");
-    return new Response(found.file, { headers: { "content-type": found.type, "cache-control": "private, max-age=3600" } });
+    return new Response(found.file, {
+      headers: {
+        "content-type": found.type,
+        "cache-control": "private, max-age=3600",
+        // Files are what workers chose to upload: never let one run as a page of this origin.
+        "x-content-type-options": "nosniff",
+        "content-security-policy": "sandbox; default-src 'none'",
+      },
+    });
   });
   return app;
 }

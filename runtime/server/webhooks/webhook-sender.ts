@@ -2,13 +2,14 @@ import type { AppDeps } from "../app-deps.ts";
 import { jobResponse } from "../job-view.ts";
 import { topics } from "../store/store-events.ts";
 import type { WebhookDelivery } from "../store/store.ts";
-import { waitFor } from "../wait-for.ts";
 import { resolvesPrivate } from "./webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /** The first attempt and exactly 2 more (the specification's retry rule). */
 export const WEBHOOK_ATTEMPTS = 3;
-const BATCH = 16;
+const POLL_MS = 1_000;
+/** Calls in flight at once; a slow receiver holds one slot, not the sender. */
+const MAX_IN_FLIGHT = 64;
 
 /**
  * Delivers the webhook calls the store owes, apart from the job path: a slow receiver delays
@@ -18,7 +19,15 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
   const { store, clock, config, log } = deps;
   const { webhookRetryDelayMs, webhookTimeoutMs, webhookBlockPrivate } = config.server;
   const stopped = new AbortController();
-  const wake = { events: store.events, clock };
+  /** Earliest retry this sender scheduled: it sleeps no longer than that. */
+  let nextRetryAt = Number.POSITIVE_INFINITY;
+  // A persistent listener, so an announcement between a check and the sleep is not missed.
+  let announced = false;
+  let wake = new AbortController();
+  const unlisten = store.events.on(topics.webhooks, () => {
+    announced = true;
+    wake.abort();
+  });
 
   async function attempt(d: WebhookDelivery): Promise<string | null> {
     if (webhookBlockPrivate && (await resolvesPrivate(d.url))) return "the URL resolves to a private address";
@@ -41,29 +50,47 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
 
   async function deliver(d: WebhookDelivery): Promise<void> {
     const problem = await attempt(d);
-    if (problem === null) return store.deliveryDone(d.id);
+    if (problem === null) {
+      await store.deliveryDone(d.id);
+      log.info("webhook delivered", { jobId: d.job.id, attempts: d.attempts + 1 });
+      return;
+    }
     const attempts = d.attempts + 1;
     if (attempts >= WEBHOOK_ATTEMPTS || problem.includes("private address")) {
       log.warn("webhook given up", { jobId: d.job.id, attempts, problem });
       return store.deliveryDone(d.id);
     }
     log.info("webhook attempt failed; will retry", { jobId: d.job.id, attempts, problem });
-    await store.deliveryRetry(d.id, clock.now() + webhookRetryDelayMs);
+    const at = clock.now() + webhookRetryDelayMs;
+    nextRetryAt = Math.min(nextRetryAt, at);
+    await store.deliveryRetry(d.id, at);
   }
+
+  const inFlight = new Set<Promise<void>>();
 
   const loop = (async () => {
     while (!stopped.signal.aborted) {
+      announced = false;
+      if (nextRetryAt <= clock.now()) nextRetryAt = Number.POSITIVE_INFINITY;
       try {
-        const due = await store.takeDueDeliveries(clock.now(), webhookTimeoutMs + 5_000, BATCH);
-        if (due.length) {
-          await Promise.all(due.map(deliver));
-          continue;
+        const free = MAX_IN_FLIGHT - inFlight.size;
+        const due = free > 0 ? await store.takeDueDeliveries(clock.now(), webhookTimeoutMs + 5_000, free) : [];
+        for (const d of due) {
+          const p = deliver(d)
+            .catch((err) => log.error("webhook delivery failed", { jobId: d.job.id, error: String(err) }))
+            .finally(() => inFlight.delete(p));
+          inFlight.add(p);
         }
+        if (due.length === free && free > 0) continue;
       } catch (err) {
         log.error("webhook sender failed", { error: String(err) });
       }
-      // Sleep until a call is owed, or long enough to catch retries falling due.
-      await waitFor(wake, topics.webhooks, Math.max(1, Math.min(1_000, webhookRetryDelayMs)), async () => null, stopped.signal);
+      if (announced) continue;
+      // Sleep until a call is announced or a retry falls due; polling at least every second
+      // also catches retries scheduled by other servers sharing the store.
+      wake = new AbortController();
+      const sleepMs = Math.max(1, Math.min(POLL_MS, nextRetryAt - clock.now()));
+      await clock.sleep(sleepMs, AbortSignal.any([wake.signal, stopped.signal]));
     }
   })();
 
@@ -71,6 +98,8 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
     stop: async () => {
       stopped.abort();
       await loop;
+      unlisten();
+      await Promise.all(inFlight);
     },
   };
 }
