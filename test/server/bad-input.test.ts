@@ -7,7 +7,7 @@ import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 // runsync below always carries ?wait=1000 so that a request wrongly accepted cannot park for 90 s.
 
 const NO_JOBS = { completed: 0, failed: 0, inProgress: 0, inQueue: 0, retried: 0 };
-const NO_WORKERS = { idle: 0, running: 0 };
+const NO_WORKERS = { idle: 0, running: 0, initializing: 0, unhealthy: 0 };
 const VALID_S3 = { accessId: "AK", accessSecret: "secret", bucketName: "bucket", endpointUrl: "http://127.0.0.1:9/" };
 
 interface Answer {
@@ -587,13 +587,15 @@ function fuzzer(seed: number) {
 }
 
 describe("fuzz", () => {
-  test("300 seeded malformed requests: each is 4xx with {error}, and nothing is created", async () => {
+  const FUZZ_REQUESTS = 1200;
+
+  test(`${FUZZ_REQUESTS} seeded malformed requests: each is 4xx with {error}, and nothing is created`, async () => {
     await using srv = await startTestServer();
     const next = fuzzer(0x5eed_2026);
     const rnd = mulberry32(7);
     const failures: unknown[] = [];
     const kinds = new Map<string, number>();
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < FUZZ_REQUESTS; i++) {
       const req = next();
       kinds.set(req.kind, (kinds.get(req.kind) ?? 0) + 1);
       // Some go with a wrong key or none: 401 is a 4xx too.

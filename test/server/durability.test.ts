@@ -124,7 +124,7 @@ describe("kill -9 durability", () => {
       const api = client(() => first.url, key);
       expect(await api.json("GET", "/v2/echo/health")).toEqual([
         200,
-        { jobs: { completed: 0, failed: 0, inProgress: 0, inQueue: 0, retried: 0 }, workers: { idle: 0, running: 0 } },
+        { jobs: { completed: 0, failed: 0, inProgress: 0, inQueue: 0, retried: 0 }, workers: { idle: 0, running: 0, initializing: 0, unhealthy: 0 } },
       ]);
       first.proc.kill(9);
       await first.proc.exited;
@@ -218,7 +218,7 @@ describe("kill -9 durability", () => {
     });
     expect(before.health).toEqual([
       200,
-      { jobs: { completed: 2, failed: 1, inProgress: 1, inQueue: 3, retried: 1 }, workers: { idle: 1, running: 1 } },
+      { jobs: { completed: 2, failed: 1, inProgress: 1, inQueue: 3, retried: 1 }, workers: { idle: 1, running: 1, initializing: 0, unhealthy: 0 } },
     ]);
     expect(before.requests[1].requests.map((r: { id: string }) => r.id)).toEqual([...all].reverse());
 
@@ -264,7 +264,7 @@ describe("kill -9 durability", () => {
     ]);
     expect(await api.json("GET", "/v2/echo/health")).toEqual([
       200,
-      { jobs: { completed: 3, failed: 0, inProgress: 5, inQueue: 0, retried: 2 }, workers: { idle: 2, running: 1 } },
+      { jobs: { completed: 3, failed: 0, inProgress: 5, inQueue: 0, retried: 2 }, workers: { idle: 2, running: 1, initializing: 0, unhealthy: 0 } },
     ]);
   }, SPAWN_TIMEOUT);
 });

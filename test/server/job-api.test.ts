@@ -226,13 +226,13 @@ describe("health and requests", () => {
     await b.ping();
     expect((await srv.json("GET", "/v2/echo/health"))[1]).toEqual({
       jobs: { completed: 0, failed: 0, inProgress: 2, inQueue: 2, retried: 0 },
-      workers: { idle: 1, running: 1 },
+      workers: { idle: 1, running: 1, initializing: 0, unhealthy: 0 },
     });
     await a.done(j1.id, { output: 1 });
     await a.done(j2.id, { error: "x" });
     expect((await srv.json("GET", "/v2/echo/health"))[1]).toEqual({
       jobs: { completed: 1, failed: 1, inProgress: 0, inQueue: 2, retried: 0 },
-      workers: { idle: 2, running: 0 },
+      workers: { idle: 2, running: 0, initializing: 0, unhealthy: 0 },
     });
   });
 

@@ -123,7 +123,7 @@ describe("worker loss", () => {
     clock.advance(1);
     await srv.server.sweep();
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE" });
-    expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 0, running: 0 });
+    expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
 
     const second = protocolWorker(srv, "echo", "gone-2");
     expect((await second.take()).id).toBe(id);

@@ -77,6 +77,9 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   app.get("/status/:id", async (c) => {
     const id = c.req.param("id");
     const ttl = intQuery(c.req.query("ttl"), "ttl", LIMITS.ttlMin, LIMITS.ttlMax);
+    if (ttl !== undefined && c.var.key.scope === "read-only") {
+      throw new HttpError(401, "this API key is read-only; changing a job's lifetime (?ttl) needs a full key");
+    }
     const now = clock.now();
     const job = ttl === undefined ? await store.get(c.var.endpointId, id, now) : await store.setExpiry(c.var.endpointId, id, now + ttl, now);
     if (!job) throw notFound(id);

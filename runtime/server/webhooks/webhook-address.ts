@@ -17,21 +17,48 @@ function v4(ip: string): number {
   return ip.split(".").reduce((n, part) => (n << 8) + Number(part), 0) >>> 0;
 }
 
-/** True for loopback, private, link-local, CGNAT, unspecified, multicast and reserved addresses. */
+/** The 8 groups of an IPv6 address (dotted IPv4 tails included), or null when it is not one. */
+function v6Groups(ip: string): number[] | null {
+  let text = ip.toLowerCase().split("%")[0]!;
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    const n = v4(dotted[1]!);
+    text = text.slice(0, -dotted[1]!.length) + `${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
+  }
+  const halves = text.split("::");
+  if (halves.length > 2) return null;
+  const head = halves[0] ? halves[0].split(":") : [];
+  const tail = halves.length === 2 && halves[1] ? halves[1].split(":") : [];
+  const missing = 8 - head.length - tail.length;
+  if (missing < 0 || (halves.length === 1 && missing !== 0)) return null;
+  const groups = [...head, ...Array(missing).fill("0"), ...tail].map((g) => parseInt(g, 16));
+  return groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+/**
+ * True for loopback, private, link-local, CGNAT, unspecified, multicast and reserved addresses,
+ * in any spelling: IPv4, IPv6, and IPv4 inside IPv6 (mapped ::ffff:a.b.c.d or ::ffff:7f00:1,
+ * compatible ::a.b.c.d, NAT64 64:ff9b::a.b.c.d).
+ */
 export function isPrivateAddress(ip: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) return isPrivateAddress(mapped[1]!);
   if (isIP(ip) === 4) {
     const n = v4(ip);
     return V4_PRIVATE.some(([base, bits]) => (n >>> (32 - bits)) === (base >>> (32 - bits)));
   }
-  const lower = ip.toLowerCase();
-  return lower === "::" || lower === "::1" || /^f[cd]/.test(lower) || /^fe[89ab]/.test(lower) || /^ff/.test(lower);
+  const g = v6Groups(ip);
+  if (!g) return true; // unparseable: refuse
+  const embedded = `${g[6]! >>> 8}.${g[6]! & 0xff}.${g[7]! >>> 8}.${g[7]! & 0xff}`;
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && g[5] === 0xffff) return isPrivateAddress(embedded); // mapped
+  if (zeros(0, 6)) return true; // ::, ::1 and IPv4-compatible (deprecated): never a public host
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return isPrivateAddress(embedded); // NAT64
+  return (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xff00) === 0xff00;
 }
 
 /** Resolves the URL's host and says whether any of its addresses is private. */
 export async function resolvesPrivate(url: string): Promise<boolean> {
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  // A trailing dot names the same host (localhost. is localhost).
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "");
   if (isIP(host)) return isPrivateAddress(host);
   if (host === "localhost" || host.endsWith(".localhost")) return true;
   try {
