@@ -19,7 +19,8 @@ export interface StreamResponse {
 
 export interface HealthResponse {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
-  workers: { idle: number; running: number };
+  /** idle and running are the specification's; initializing and unhealthy are RunPod's worker states. */
+  workers: { idle: number; running: number; initializing: number; unhealthy: number };
 }
 
 export interface PurgeResponse {

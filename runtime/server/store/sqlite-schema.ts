@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -78,6 +78,7 @@ CREATE INDEX IF NOT EXISTS webhook_due ON webhook_deliveries(next_at);
 export const MIGRATIONS: Record<number, string> = {
   2: `ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
       ALTER TABLE api_keys ADD COLUMN endpoints TEXT;`,
+  3: `ALTER TABLE workers ADD COLUMN last_active INTEGER;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

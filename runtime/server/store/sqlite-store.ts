@@ -6,7 +6,7 @@ import type { HealthResponse } from "../../protocol/job-response.ts";
 import { LocalEvents, topics } from "./store-events.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION, type JobRow } from "./sqlite-schema.ts";
 import type {
-  ApiKeyRecord, JobResult, NewJob, RetryOutcome, Store, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  ApiKeyRecord, JobResult, NewJob, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
 
@@ -186,6 +186,7 @@ export class SqliteStore implements Store {
         )
         .all(now, workerId, now, endpointId, now, max);
       rows.sort((a, b) => a.seq - b.seq);
+      if (rows.length) this.#db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
       for (const r of rows) announce(topics.job(r.id));
       return rows.map(toJob);
     });
@@ -257,6 +258,7 @@ export class SqliteStore implements Store {
           jobId,
         );
       if (row.chunk_count === 0 && finalChunks.length) this.#appendChunks(jobId, 0, finalChunks);
+      this.#db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
       this.#db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
       announce(topics.job(jobId));
       return this.#owe(jobId, now, announce);
@@ -331,12 +333,13 @@ export class SqliteStore implements Store {
         .query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'")
         .get(endpointId)?.value ?? 0;
     const workers = this.#db
-      .query<{ busy: number }, [number, string, number]>(
-        `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS busy
-         FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      .query<{ busy: number; unhealthy: string | null }, [number, string, number]>(
+        `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS busy,
+           w.unhealthy FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
       )
       .all(now, endpointId, now - workerLossTimeoutMs);
     const running = workers.filter((w) => w.busy).length;
+    const unhealthy = workers.filter((w) => !w.busy && w.unhealthy !== null).length;
     return {
       jobs: {
         completed: n("COMPLETED"),
@@ -345,7 +348,7 @@ export class SqliteStore implements Store {
         inQueue: n("IN_QUEUE"),
         retried,
       },
-      workers: { idle: workers.length - running, running },
+      workers: { idle: workers.length - running - unhealthy, running, initializing: 0, unhealthy },
     };
   }
 
@@ -376,6 +379,39 @@ export class SqliteStore implements Store {
         report?.unhealthy ? JSON.stringify(report.unhealthy) : null,
         report?.unhealthy !== undefined ? 1 : 0,
       );
+  }
+
+  async scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats> {
+    const q = this.#db
+      .query<{ low: number; n: number; oldest: number | null }, [string, number]>(
+        `SELECT COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low, COUNT(*) AS n, MIN(queued_at) AS oldest
+         FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? GROUP BY low`,
+      )
+      .all(endpointId, now);
+    const normal = q.find((r) => !r.low);
+    const inProgress = this.#db
+      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_PROGRESS' AND expires_at > ?")
+      .get(endpointId, now)!.n;
+    const workers = this.#db
+      .query<{ id: string; running: number; unhealthy: string | null; last_active: number | null }, [number, string, number]>(
+        `SELECT w.id, (SELECT COUNT(*) FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS running,
+           w.unhealthy, w.last_active FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      )
+      .all(now, endpointId, now - workerLossTimeoutMs);
+    return {
+      queued: normal?.n ?? 0,
+      queuedLowPriority: q.find((r) => r.low)?.n ?? 0,
+      inProgress,
+      oldestQueuedAt: normal?.oldest ?? undefined,
+      workers: workers.map((w) => ({ id: w.id, running: w.running, unhealthy: w.unhealthy !== null, lastActive: opt(w.last_active) })),
+    };
+  }
+
+  async forgetWorker(workerId: string): Promise<void> {
+    this.#tx(() => {
+      this.#db.query("DELETE FROM workers WHERE id = ?").run(workerId);
+      this.#db.query("DELETE FROM stops WHERE worker_id = ?").run(workerId);
+    });
   }
 
   async queueDepth(endpointId: string, now: number): Promise<number> {

@@ -86,6 +86,18 @@ export interface StoreOptions {
   retention: { syncMs: number; asyncMs: number };
 }
 
+/** What the scaler decides from, for one endpoint. */
+export interface ScalingStats {
+  /** Queued jobs that may cause a scale-up (not lowPriority). */
+  queued: number;
+  queuedLowPriority: number;
+  inProgress: number;
+  /** When the oldest queued non-lowPriority job entered the queue. */
+  oldestQueuedAt?: number;
+  /** Workers heard from within the loss timeout. */
+  workers: { id: string; running: number; unhealthy: boolean; lastActive?: number }[];
+}
+
 export interface WorkerReport {
   /** Job ids the worker says it is running (ping's job_id). */
   runningIds?: string[];
@@ -133,6 +145,9 @@ export interface Store {
   takeStops(workerId: string): Promise<string[]>;
   /** Expiry, execution timeouts and worker loss, as of `now`. */
   sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport>;
+  scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats>;
+  /** A worker known to be gone (its process ended): its jobs follow the worker-loss rule at the next sweep. */
+  forgetWorker(workerId: string): Promise<void>;
   /** Queued jobs of the endpoint (the 429 backpressure rule). */
   queueDepth(endpointId: string, now: number): Promise<number>;
 
