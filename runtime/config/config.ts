@@ -1,3 +1,4 @@
+import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { LIMITS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
 import { describeIssues } from "../protocol/job-request.ts";
@@ -71,6 +72,8 @@ export const serverConfigSchema = z.strictObject({
   workerLossTimeoutMs: z.number().int().min(1).default(60_000),
   /** How often retention, expiry, timeouts and worker loss are checked. @default 1000 */
   sweepIntervalMs: z.number().int().min(1).default(1_000),
+  /** How often the scaler decides how many workers each endpoint needs. @default 1000 */
+  scaleIntervalMs: z.number().int().min(1).default(1_000),
   /** How long a finished synchronous job's result stays. @default 60000 */
   syncRetentionMs: z.number().int().min(0).default(LIMITS.syncRetention),
   /** Base URL that file URLs are built on; the request's origin when unset. */
@@ -113,9 +116,18 @@ export function parseConfig(raw: unknown, source = "config"): Config {
   return result.data;
 }
 
+/** The package's root: relative handler paths of the built-in config are resolved from it. */
+const PACKAGE_ROOT = resolve(import.meta.dir, "../..");
+
+/** Handler paths in a config file are relative to that file's folder. */
+function resolveHandlers(config: Config, base: string): Config {
+  for (const ep of Object.values(config.endpoints)) if (ep.handler) ep.handler = resolve(base, ep.handler);
+  return config;
+}
+
 /** Reads a TOML config file, or the built-in default (endpoint `echo`) when none is given. */
 export async function loadConfig(path?: string): Promise<Config> {
-  if (!path) return parseConfig(Bun.TOML.parse(defaultToml), "built-in default config");
+  if (!path) return resolveHandlers(parseConfig(Bun.TOML.parse(defaultToml), "built-in default config"), PACKAGE_ROOT);
   const file = Bun.file(path);
   if (!(await file.exists())) throw new ConfigError(`config file not found: ${path}`);
   let raw: unknown;
@@ -124,5 +136,5 @@ export async function loadConfig(path?: string): Promise<Config> {
   } catch (err) {
     throw new ConfigError(`${path}: not valid TOML: ${(err as Error).message}`);
   }
-  return parseConfig(raw, path);
+  return resolveHandlers(parseConfig(raw, path), dirname(resolve(path)));
 }

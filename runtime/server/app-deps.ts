@@ -9,6 +9,10 @@ export interface AppDeps {
   config: Config;
   clock: Clock;
   log: Log;
+  /** Workers the scaler has started and not yet heard from, per endpoint. */
+  initializing?: (endpointId: string) => number;
+  /** Told of every worker request, so the scaler knows its workers are up. */
+  workerSeen?: (workerId: string) => void;
 }
 
 /** Values the middleware puts on each request's context. */

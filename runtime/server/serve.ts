@@ -4,6 +4,10 @@ import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
 import { LocalFileStore } from "./files/file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
+import { createKey } from "./keys/api-keys.ts";
+import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
+import { Scaler } from "./scaling/scaler.ts";
+import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
 import { createStore } from "./store/create-store.ts";
@@ -11,6 +15,9 @@ import type { Store } from "./store/store.ts";
 
 export interface RunningServer {
   url: string;
+  scaler: Scaler;
+  /** Resolves once the scaler has its key and has started (at once when nothing is scaled). */
+  ready: Promise<void>;
   config: Config;
   port: number;
   store: Store;
@@ -20,7 +27,14 @@ export interface RunningServer {
 }
 
 /** Opens the store (unless given), starts the housekeeping loop and listens with Bun.serve. */
-export function startServer(options: { config: Config; store?: Store; clock?: Clock; log?: Log }): RunningServer {
+export function startServer(options: {
+  config: Config;
+  store?: Store;
+  clock?: Clock;
+  log?: Log;
+  /** Where the scaler starts workers; local processes by default. */
+  provider?: WorkerProvider;
+}): RunningServer {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const log = options.log ?? stderrLog;
@@ -30,7 +44,14 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
       retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
     });
   const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
-  const deps = { store, config, clock, log, files };
+  const base = { store, config, clock, log };
+  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider());
+  const deps = {
+    ...base,
+    files,
+    initializing: (ep: string) => scaler.initializing(ep),
+    workerSeen: (id: string) => scaler.seen(id),
+  };
   const app = createApp(deps);
   const maintenance = startMaintenance(deps);
   const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
@@ -45,17 +66,30 @@ export function startServer(options: { config: Config; store?: Store; clock?: Cl
     maxRequestBodySize: 1024 * 1024 * 1024,
   });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
+  const url = `http://${host}:${server.port}`;
+  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url) : Promise.resolve();
   return {
-    url: `http://${host}:${server.port}`,
+    url,
+    scaler,
+    ready: scaling,
     config,
     port: server.port!,
     store,
     sweep: maintenance.sweep,
     stop: async () => {
+      await scaling;
+      await scaler.stop(); // workers drain while the server still answers them
       await server.stop(true);
       await maintenance.stop();
       await webhooks.stop();
       if (!options.store) await store.close();
     },
   };
+}
+
+/** The scaler's workers use a key of their own, restricted to its endpoints; earlier ones are revoked. */
+async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string): Promise<void> {
+  await store.revokeKey("scaler", clock.now());
+  const { key } = await createKey(store, "scaler", clock.now(), { endpoints: scaler.endpoints });
+  scaler.start(url, key);
 }

@@ -11,9 +11,13 @@ const MIN_TOUCH_INTERVAL_MS = 1_000;
 export class WorkerPresence {
   readonly #lastWrite = new Map<string, number>();
 
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    private readonly onSeen?: (workerId: string) => void,
+  ) {}
 
   async touch(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
+    this.onSeen?.(workerId);
     const last = this.#lastWrite.get(workerId);
     if (!report && last !== undefined && now - last < MIN_TOUCH_INTERVAL_MS && now >= last) return;
     this.#lastWrite.set(workerId, now);

@@ -1,5 +1,5 @@
 import type { Log } from "../log.ts";
-import { EXIT_REPLACE } from "./worker-loop.ts";
+import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 
 /** Set in the child's environment: that process runs the worker loop itself. */
 export const CHILD_ENV = "SPOOL_WORKER_CHILD";

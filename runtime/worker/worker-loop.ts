@@ -1,4 +1,5 @@
 import type { Clock } from "../clock.ts";
+import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import type { Log } from "../log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
@@ -6,8 +7,7 @@ import { execute } from "./executor.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
 import type { WorkerApi } from "./worker-api.ts";
 
-/** Exit code that asks the supervisor for a fresh worker (timeout past grace, refresh_worker). */
-export const EXIT_REPLACE = 75;
+export { EXIT_REPLACE };
 
 export interface WorkerLoopOptions {
   handler: Handler;

@@ -59,7 +59,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   });
   const { key } = await createKey(store, "test", clock.now());
   const server = startServer({ config, store, clock, log: options.log ?? silentLog });
-  await Bun.sleep(0); // let the housekeeping loop reach its first sleep
+  await server.ready;
+  await Bun.sleep(0); // let the housekeeping loops reach their first sleep
   const baseSleepers = clock instanceof ManualClock ? clock.sleeping : 0;
 
   const call: TestServer["call"] = (method, path, body, init) => {

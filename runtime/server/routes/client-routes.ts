@@ -138,6 +138,7 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
 
   app.get("/health", async (c) => {
     const health = await store.health(c.var.endpointId, clock.now(), config.server.workerLossTimeoutMs);
+    health.workers.initializing = deps.initializing?.(c.var.endpointId) ?? 0;
     return c.json(health satisfies HealthResponse);
   });
 

@@ -34,7 +34,7 @@ const segment = (c: Context<AppEnv>, name: string) => c.req.param(name)!.split("
 export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const wake = { events: store.events, clock };
-  const presence = new WorkerPresence(store);
+  const presence = new WorkerPresence(store, deps.workerSeen);
   const app = new Hono<AppEnv>();
 
   async function take(c: Context<AppEnv>, max: number) {

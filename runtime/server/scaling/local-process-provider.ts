@@ -1,0 +1,26 @@
+import { resolve } from "node:path";
+import type { WorkerHandle, WorkerProvider, WorkerSpec } from "./worker-provider.ts";
+
+const CLI = resolve(import.meta.dir, "../../cli.ts");
+const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
+
+/**
+ * Workers as local processes: `spool worker <handler>` for a source file, or the built binary
+ * itself. Unsupervised: the scaler restarts them. The key travels in the environment, not argv.
+ */
+export class LocalProcessProvider implements WorkerProvider {
+  start(spec: WorkerSpec): WorkerHandle {
+    const flags = ["--no-supervise", "--worker-id", spec.workerId, "--url", spec.serverUrl, "--endpoint", spec.endpointId];
+    const cmd = isSource(spec.handler) ? [process.execPath, CLI, "worker", spec.handler, ...flags] : [spec.handler, ...flags];
+    const proc = Bun.spawn(cmd, {
+      env: { ...process.env, SPOOL_API_KEY: spec.apiKey, RUNPOD_WEBHOOK_GET_JOB: undefined, RUNPOD_POD_ID: undefined },
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    return {
+      workerId: spec.workerId,
+      exited: proc.exited,
+      stop: () => proc.kill("SIGTERM"),
+      kill: () => proc.kill("SIGKILL"),
+    };
+  }
+}

@@ -1,0 +1,174 @@
+import type { EndpointConfig } from "../../config/config.ts";
+import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
+import type { AppDeps } from "../app-deps.ts";
+import { floorWorkers, targetWorkers } from "./scale-decision.ts";
+import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
+
+const MAX_BACKOFF_MS = 30_000;
+/** A worker that lived this long resets its endpoint's crash backoff. */
+const HEALTHY_AFTER_MS = 60_000;
+
+interface Managed {
+  endpointId: string;
+  handle: WorkerHandle;
+  startedAt: number;
+  stopping: boolean;
+  /** Heard from: it has reached the server at least once. */
+  seen: boolean;
+}
+
+interface EndpointState {
+  workers: Map<string, Managed>;
+  crashes: number;
+  notBefore: number;
+}
+
+/**
+ * Starts and stops workers for every endpoint that names a handler: up to the target of its
+ * scaler settings, down to its floor once workers have been idle for idleTimeout. A worker that
+ * crashes is forgotten by the store (its jobs follow the worker-loss rule) and replaced with
+ * backoff.
+ */
+export class Scaler {
+  readonly #deps: AppDeps;
+  readonly #provider: WorkerProvider;
+  readonly #endpoints = new Map<string, EndpointState>();
+  readonly #stopped = new AbortController();
+  #serverUrl = "";
+  #apiKey = "";
+  #loop?: Promise<void>;
+  #seq = 0;
+
+  constructor(deps: AppDeps, provider: WorkerProvider) {
+    this.#deps = deps;
+    this.#provider = provider;
+    for (const [id, ep] of Object.entries(deps.config.endpoints)) {
+      if (ep.handler) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
+    }
+  }
+
+  get endpoints(): string[] {
+    return [...this.#endpoints.keys()];
+  }
+
+  readonly #byId = new Map<string, Managed>();
+
+  /** Workers started for the endpoint and not yet heard from. */
+  initializing(endpointId: string): number {
+    const state = this.#endpoints.get(endpointId);
+    return state ? [...state.workers.values()].filter((w) => !w.stopping && !w.seen).length : 0;
+  }
+
+  /** A worker reached the server (any worker request): it is no longer initializing. */
+  seen(workerId: string): void {
+    const w = this.#byId.get(workerId);
+    if (w) w.seen = true;
+  }
+
+  /** Workers the scaler runs for the endpoint now (not counting ones being stopped). */
+  running(endpointId: string): string[] {
+    const state = this.#endpoints.get(endpointId);
+    return state ? [...state.workers].filter(([, w]) => !w.stopping).map(([id]) => id) : [];
+  }
+
+  /** Starts scaling: workers reach the server at `serverUrl` with `apiKey`. */
+  start(serverUrl: string, apiKey: string): void {
+    this.#serverUrl = serverUrl;
+    this.#apiKey = apiKey;
+    const { clock, config, log } = this.#deps;
+    this.#loop = (async () => {
+      while (!this.#stopped.signal.aborted) {
+        try {
+          await this.tick();
+        } catch (err) {
+          log.error("scaler tick failed", { error: String(err) });
+        }
+        await clock.sleep(config.server.scaleIntervalMs, this.#stopped.signal);
+      }
+    })();
+  }
+
+  /** One scaling decision for every managed endpoint. */
+  async tick(): Promise<void> {
+    for (const [id, state] of this.#endpoints) await this.#scale(id, this.#deps.config.endpoints[id]!, state);
+  }
+
+  async #scale(endpointId: string, config: EndpointConfig, state: EndpointState): Promise<void> {
+    const { store, clock, log } = this.#deps;
+    const now = clock.now();
+    const stats = await store.scalingStats(endpointId, now, this.#deps.config.server.workerLossTimeoutMs);
+    const seen = new Map(stats.workers.map((w) => [w.id, w]));
+    for (const id of seen.keys()) this.seen(id);
+    const live = [...state.workers].filter(([, w]) => !w.stopping);
+    const initializing = live.filter(([, w]) => !w.seen).length;
+    const input = { config, stats, current: live.length, initializing, now };
+
+    const target = targetWorkers(input);
+    if (target > live.length && now >= state.notBefore) {
+      for (let i = live.length; i < target; i++) this.#startWorker(endpointId, config, state);
+      return;
+    }
+
+    // Scale down: idle workers past idleTimeout, oldest idle first, never below the floor.
+    const floor = floorWorkers(input);
+    const idle = live
+      .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
+      .filter((x) => x.info && x.info.running === 0 && now - x.since >= config.idleTimeout * 1000)
+      .sort((a, b) => a.since - b.since);
+    let count = live.length;
+    for (const x of idle) {
+      if (count <= floor) break;
+      x.w.stopping = true;
+      x.w.handle.stop();
+      count--;
+      log.info("stopping idle worker", { endpointId, workerId: x.id });
+    }
+  }
+
+  #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): void {
+    const { clock, log, store } = this.#deps;
+    const workerId = `${endpointId}-${Date.now().toString(36)}-${++this.#seq}`;
+    const handle = this.#provider.start({
+      endpointId,
+      workerId,
+      handler: config.handler!,
+      serverUrl: this.#serverUrl,
+      apiKey: this.#apiKey,
+    });
+    const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
+    state.workers.set(workerId, managed);
+    this.#byId.set(workerId, managed);
+    log.info("started worker", { endpointId, workerId });
+    void handle.exited.then(async (code) => {
+      state.workers.delete(workerId);
+      this.#byId.delete(workerId);
+      // The process is gone: health stops counting it, and its jobs (if any) need not wait out
+      // the heartbeat timeout before the worker-loss rule applies.
+      await store.forgetWorker(workerId);
+      if (managed.stopping || this.#stopped.signal.aborted) return;
+      if (code === EXIT_REPLACE) {
+        log.info("worker asked to be replaced", { endpointId, workerId });
+        return;
+      }
+      const lived = clock.now() - managed.startedAt;
+      state.crashes = lived >= HEALTHY_AFTER_MS ? 1 : state.crashes + 1;
+      const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** (state.crashes - 1));
+      state.notBefore = clock.now() + backoff;
+      log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
+    });
+  }
+
+  /** Stops scaling and every worker (they drain), waiting up to `graceMs` before killing. */
+  async stop(graceMs = 30_000): Promise<void> {
+    this.#stopped.abort();
+    await this.#loop;
+    const all = [...this.#endpoints.values()].flatMap((s) => [...s.workers.values()]);
+    for (const w of all) {
+      w.stopping = true;
+      w.handle.stop();
+    }
+    const timer = setTimeout(() => all.forEach((w) => w.handle.kill()), graceMs);
+    await Promise.all(all.map((w) => w.handle.exited));
+    clearTimeout(timer);
+  }
+}

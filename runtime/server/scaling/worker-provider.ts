@@ -1,0 +1,27 @@
+/** What a provider needs to start one worker for an endpoint. */
+export interface WorkerSpec {
+  endpointId: string;
+  workerId: string;
+  /** Handler file (.ts/.js) or an executable built by `spool build`. */
+  handler: string;
+  serverUrl: string;
+  apiKey: string;
+}
+
+export interface WorkerHandle {
+  readonly workerId: string;
+  /** Resolves with the exit code when the worker is gone, for whatever reason. */
+  readonly exited: Promise<number>;
+  /** Asks the worker to drain and stop (SIGTERM for a process). */
+  stop(): void;
+  /** Ends it at once. */
+  kill(): void;
+}
+
+/**
+ * Starts workers somewhere: local processes here; a container or Kubernetes provider implements
+ * the same two-method contract (start one; the handle stops it) without touching the scaler.
+ */
+export interface WorkerProvider {
+  start(spec: WorkerSpec): WorkerHandle;
+}
