@@ -37,7 +37,10 @@ async function drain(stream: ReadableStream<Uint8Array>, sink: { text: string },
 }
 
 async function startSpool(dataDir: string): Promise<Spool> {
-  const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir], {
+  // An endpoint with no handler: this test is the only worker, so nothing else takes its jobs.
+  const config = join(dataDir, "endpoints.toml");
+  await Bun.write(config, "[endpoints.echo]\n");
+  const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir, "--config", config], {
     cwd: ROOT,
     stdin: "ignore",
     stdout: "pipe",
