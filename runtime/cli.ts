@@ -11,6 +11,7 @@ const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference job
                                                            make an API key (last line of output)
   spool keys list [--data DIR]                             list keys (ids and names, never keys)
   spool keys revoke ID|NAME [--data DIR]                   revoke a key
+  spool usage [--data DIR]                                 jobs and cost per API key and endpoint
   spool worker <handler.ts|binary> --url URL --endpoint ID --api-key KEY
                                                            run a worker (or use RunPod's RUNPOD_* env)
   spool run <handler.ts> [--input '<json>']                run one job locally (or ./test_input.json)
@@ -44,6 +45,10 @@ async function main(argv: string[]): Promise<number> {
         },
       });
       return (await import("./cli/keys-command.ts")).keysCommand(positionals[0], positionals.slice(1), values);
+    }
+    case "usage": {
+      const { values } = parseArgs({ args: rest, options: { data: { type: "string" }, config: { type: "string" } } });
+      return (await import("./cli/usage-command.ts")).usageCommand(values);
     }
     case "worker":
       return (await import("./cli/worker-commands.ts")).workerCommand(rest);

@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
+import type { InputSchemas } from "./input-schemas.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
@@ -11,6 +12,8 @@ export interface AppDeps {
   log: Log;
   /** Workers the scaler has started and not yet heard from, per endpoint. */
   initializing?: (endpointId: string) => number;
+  /** Input schemas of endpoints whose handler the server can import (400 at submission). */
+  inputSchemas?: InputSchemas;
   /** Told of every worker request, so the scaler knows its workers are up. */
   workerSeen?: (workerId: string) => void;
 }

@@ -4,6 +4,7 @@ import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
 import { LocalFileStore } from "./files/file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
+import { InputSchemas } from "./input-schemas.ts";
 import { createKey } from "./keys/api-keys.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
 import { Scaler } from "./scaling/scaler.ts";
@@ -46,9 +47,12 @@ export function startServer(options: {
   const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const base = { store, config, clock, log };
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider());
+  const inputSchemas = new InputSchemas(config, log);
+  inputSchemas.warm();
   const deps = {
     ...base,
     files,
+    inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
     workerSeen: (id: string) => scaler.seen(id),
   };

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { jobRequestSchema } from "../../protocol/job-request.ts";
+import { describeIssues, jobRequestSchema } from "../../protocol/job-request.ts";
 import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
 import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
@@ -22,6 +22,9 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   async function submit(req: Request, endpointId: string, keyId: string, sync: boolean): Promise<StoredJob> {
     const body = validate(jobRequestSchema, await readJson(req), "job request");
     const endpoint = config.endpoints[endpointId]!;
+    const schema = await deps.inputSchemas?.get(endpointId);
+    const checked = schema?.safeParse(body.input);
+    if (checked && !checked.success) throw new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
     const depth = await store.queueDepth(endpointId, clock.now());
     if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
       throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });

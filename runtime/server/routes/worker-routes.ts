@@ -4,6 +4,7 @@ import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
+import { costOf } from "../job-cost.ts";
 import { splitChunk } from "../stream-chunks.ts";
 import { waitFor } from "../wait-for.ts";
 import { WorkerPresence } from "../worker-presence.ts";
@@ -79,7 +80,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     } else {
       // A handler that did not stream returns its output as one chunk (split past 1 MB).
       const finalChunks = isStream || body.output === undefined ? [] : splitChunk(body.output);
-      await store.finish(workerId, jobId, { output: body.output }, finalChunks, now);
+      await store.finish(workerId, jobId, { output: body.output }, finalChunks, now, costOf(body.output));
     }
     // Idempotent: a repeated or late post changes nothing and is still answered 200, since
     // runpod-python drops a result on a 4xx.

@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -79,6 +79,13 @@ export const MIGRATIONS: Record<number, string> = {
   2: `ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'full';
       ALTER TABLE api_keys ADD COLUMN endpoints TEXT;`,
   3: `ALTER TABLE workers ADD COLUMN last_active INTEGER;`,
+  4: `CREATE TABLE IF NOT EXISTS usage (
+        key_id TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        cost_e10 INTEGER NOT NULL,
+        PRIMARY KEY (key_id, endpoint)
+      ) WITHOUT ROWID;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

@@ -6,7 +6,7 @@ import type { HealthResponse } from "../../protocol/job-response.ts";
 import { LocalEvents, topics } from "./store-events.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION, type JobRow } from "./sqlite-schema.ts";
 import type {
-  ApiKeyRecord, JobResult, NewJob, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  ApiKeyRecord, JobResult, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
 
@@ -237,7 +237,14 @@ export class SqliteStore implements Store {
     });
   }
 
-  async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number): Promise<StoredJob | null> {
+  async finish(
+    workerId: string,
+    jobId: string,
+    result: JobResult,
+    finalChunks: unknown[],
+    now: number,
+    cost?: number,
+  ): Promise<StoredJob | null> {
     return this.#tx((announce) => {
       const row = this.#db
         .query<JobRow, [string, string]>("SELECT * FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS'")
@@ -260,6 +267,14 @@ export class SqliteStore implements Store {
       if (row.chunk_count === 0 && finalChunks.length) this.#appendChunks(jobId, 0, finalChunks);
       this.#db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
       this.#db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
+      if (!failed && cost !== undefined && row.key_id) {
+        this.#db
+          .query(
+            `INSERT INTO usage (key_id, endpoint, jobs, cost_e10) VALUES (?1, ?2, 1, ?3)
+             ON CONFLICT (key_id, endpoint) DO UPDATE SET jobs = jobs + 1, cost_e10 = cost_e10 + ?3`,
+          )
+          .run(row.key_id, row.endpoint, Math.round(cost * 1e10));
+      }
       announce(topics.job(jobId));
       return this.#owe(jobId, now, announce);
     });
@@ -379,6 +394,15 @@ export class SqliteStore implements Store {
         report?.unhealthy ? JSON.stringify(report.unhealthy) : null,
         report?.unhealthy !== undefined ? 1 : 0,
       );
+  }
+
+  async usage(): Promise<UsageRow[]> {
+    return this.#db
+      .query<{ key_id: string; endpoint: string; jobs: number; cost_e10: number }, []>(
+        "SELECT * FROM usage ORDER BY key_id, endpoint",
+      )
+      .all()
+      .map((r) => ({ keyId: r.key_id, endpointId: r.endpoint, jobs: r.jobs, cost: r.cost_e10 / 1e10 }));
   }
 
   async scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats> {

@@ -86,6 +86,14 @@ export interface StoreOptions {
   retention: { syncMs: number; asyncMs: number };
 }
 
+export interface UsageRow {
+  keyId: string;
+  endpointId: string;
+  jobs: number;
+  /** US dollars, exact to 10 decimals. */
+  cost: number;
+}
+
 /** What the scaler decides from, for one endpoint. */
 export interface ScalingStats {
   /** Queued jobs that may cause a scale-up (not lowPriority). */
@@ -127,8 +135,11 @@ export interface Store {
   /**
    * Ends a running job with its result. Idempotent: returns null (and changes nothing) when the
    * job is not IN_PROGRESS on `workerId`. `finalChunks` are appended when nothing was streamed.
+   * A completed job's `cost` (US dollars) is added to its key's usage in the same step.
    */
-  finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number): Promise<StoredJob | null>;
+  finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null>;
+  /** Jobs charged and their total cost, per API key and endpoint. */
+  usage(): Promise<UsageRow[]>;
   /** Cancels a queued or running job (telling its worker); a finished job is returned unchanged. */
   cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
   /** FAILED or TIMED_OUT -> IN_QUEUE, same id and input, earlier output removed. */

@@ -1,0 +1,46 @@
+import type { z } from "zod";
+import type { Config } from "../config/config.ts";
+import type { Log } from "../log.ts";
+import { isHandler } from "../../sdk/define-handler.ts";
+
+const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
+
+/**
+ * The input schema of each endpoint whose handler is a source file, so that /run and /runsync
+ * refuse invalid input with 400 before it is queued. Handler modules are imported here, once:
+ * they must do their heavy loading in setup(), not at import. Built binaries are validated by
+ * their worker instead (the job ends FAILED with the same message).
+ */
+export class InputSchemas {
+  readonly #loading = new Map<string, Promise<z.ZodType | undefined>>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly log: Log,
+  ) {}
+
+  /** Starts loading every schema now, so the first request does not wait for an import. */
+  warm(): void {
+    for (const id of Object.keys(this.config.endpoints)) void this.get(id);
+  }
+
+  get(endpointId: string): Promise<z.ZodType | undefined> {
+    let p = this.#loading.get(endpointId);
+    if (!p) {
+      const handler = this.config.endpoints[endpointId]?.handler;
+      p = handler && isSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined);
+      this.#loading.set(endpointId, p);
+    }
+    return p;
+  }
+
+  async #load(endpointId: string, path: string): Promise<z.ZodType | undefined> {
+    try {
+      const mod = (await import(path)) as { default?: unknown };
+      return isHandler(mod.default) ? mod.default.input : undefined;
+    } catch (err) {
+      this.log.warn("could not load the handler's input schema; input is checked by the worker", { endpointId, error: String(err) });
+      return undefined;
+    }
+  }
+}
