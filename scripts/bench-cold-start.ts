@@ -13,6 +13,9 @@
  *   - the built binary, scaleIntervalMs 1000 (the default), to show what the cadence costs;
  *   - the handler as a source file (`bun runtime/cli.ts worker echo.ts`), scaleIntervalMs 50.
  * Each variant starts with one unrecorded cold try (the first start after the server came up).
+ * After zero workers, each try pauses a random 0..scaleIntervalMs before its request, so that it
+ * lands at a random point of the scaler's cycle rather than just after the tick that stopped the
+ * previous worker (which would always be the worst case: nearly a whole interval to wait).
  * "request -> spawn" is when the server's "started worker" log line reached this process.
  *
  *   bun scripts/bench-cold-start.ts [--tries 20] [--other-tries 10]
@@ -295,6 +298,10 @@ async function runVariant(v: Variant, t0: number, budgeted: boolean): Promise<vo
       const record = i > 0; // try 0: the first start after the server came up, reported apart
       const down = await untilNoWorkers(server);
       if (record) v.scaleDown.push(down); // since the previous try's warm answer
+      // Zero workers shows up just after the scaler tick that stopped the last one, so a request
+      // sent now would always wait nearly a whole interval for the next tick (the worst case).
+      // A random pause puts it at a uniformly random point of the scaler's cycle, as a client's.
+      await Bun.sleep(Math.random() * v.scaleIntervalMs);
       const startsBefore = server.workerStarts.length;
       const tc = performance.now();
       await runsync(server, { try: i });
@@ -431,7 +438,8 @@ async function main(): Promise<void> {
   console.log(`binary: ${f1(sizeMB)} MB, built in ${f1(buildS)} s. "first cold" is each server's first try (unrecorded in n).`);
   console.log(`warm: a second runsync at once after each cold one, the worker still up. "request -> scaler spawns worker"`);
   console.log(`is when the server's "started worker" log line reached this process; "last answer -> zero workers" is the`);
-  console.log(`wait before a try (idleTimeout ${IDLE_TIMEOUT_S} s + the scaler's cadence + the worker's exit), polled every ${HEALTH_POLL_MS} ms.`);
+  console.log(`wait before a try (idleTimeout ${IDLE_TIMEOUT_S} s + the scaler's cadence + the worker's exit), polled every ${HEALTH_POLL_MS} ms;`);
+  console.log(`then a random 0..scaleIntervalMs pause, so each cold request lands at a random point of the scaler's cycle.`);
   console.log(`one server at a time, in its own process group; SIGKILLs needed: ${forcedKills}; total ${f1((performance.now() - t0) / 1000)} s`);
 }
 

@@ -23,7 +23,9 @@ export interface HandlerLog {
 }
 
 /** What the runtime gives a handler besides the job. */
-export interface HandlerContext {
+export interface HandlerContext<Options = unknown> {
+  /** The endpoint's `[endpoints.<id>.options]`, parsed with the handler's `options` schema. */
+  options: Options;
   /** Fires on cancel, at the execution deadline and on worker shutdown; `reason` says which. */
   signal: AbortSignal;
   /** Publishes a progress value, shown by /status while the job runs. */
@@ -40,28 +42,34 @@ export interface HandlerContext {
 }
 
 /** A plain handler returns the output; an async generator streams each yield as a chunk. */
-export type HandlerFunction<Input, Output> = (
+export type HandlerFunction<Input, Output, Options = unknown> = (
   job: HandlerJob<Input>,
-  ctx: HandlerContext,
+  ctx: HandlerContext<Options>,
 ) => Promise<Output> | Output | AsyncGenerator<Output, unknown, undefined>;
 
 /** How many jobs a worker runs at once: fixed, or RunPod's concurrency_modifier(current). */
 export type Concurrency = number | ((current: number) => number);
 
-export interface HandlerOptions<Schema extends z.ZodType, Output> {
+export interface HandlerOptions<Schema extends z.ZodType, Output, Options extends z.ZodType = z.ZodUnknown> {
   /** Schema of job.input; a job whose input fails it ends FAILED naming the field. */
   input: Schema;
-  handler: HandlerFunction<z.output<Schema>, Output>;
+  /**
+   * Schema of the endpoint's settings for this handler (`[endpoints.<id>.options]` in the
+   * config, e.g. a model path, a device, prices). A worker whose settings fail it does not start.
+   */
+  options?: Options;
+  handler: HandlerFunction<z.output<Schema>, Output, z.output<Options>>;
   /** With a generator handler, also make the list of chunks the job's output. @default false */
   returnAggregateStream?: boolean;
   /** @default 1 */
   concurrency?: Concurrency;
-  /** Runs once per worker before its first job: load models here. */
-  setup?: () => Promise<void> | void;
+  /** Runs once per worker before its first job, with the parsed options: load models here. */
+  setup?: (options: z.output<Options>) => Promise<void> | void;
 }
 
 /** A handler as the runtime loads it. */
-export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown> extends HandlerOptions<Schema, Output> {
+export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown, Options extends z.ZodType = z.ZodType>
+  extends HandlerOptions<Schema, Output, Options> {
   readonly kind: "spool-handler";
 }
 
@@ -80,9 +88,14 @@ export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown>
  *   },
  * });
  */
-export function defineHandler<Schema extends z.ZodType, Output>(options: HandlerOptions<Schema, Output>): Handler<Schema, Output> {
+export function defineHandler<Schema extends z.ZodType, Output, Options extends z.ZodType = z.ZodUnknown>(
+  options: HandlerOptions<Schema, Output, Options>,
+): Handler<Schema, Output, Options> {
   return { ...options, kind: "spool-handler" };
 }
+
+/** Name of the environment variable that carries an endpoint's handler options (JSON). */
+export const OPTIONS_ENV = "SPOOL_HANDLER_OPTIONS";
 
 export function isHandler(value: unknown): value is Handler {
   return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "spool-handler";

@@ -50,6 +50,8 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  /** Settings handed to the handler (a model path, a device, prices), checked by its own schema. */
+  options: z.record(z.string(), z.unknown()).default({}),
   rateLimits: rateLimitsSchema,
 });
 export type EndpointConfig = z.infer<typeof endpointConfigSchema>;

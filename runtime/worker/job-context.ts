@@ -23,9 +23,11 @@ export function jobContext(options: {
   progress: (value: unknown) => Promise<unknown>;
   files: FileSink;
   onRefresh: () => void;
+  handlerOptions: unknown;
 }): HandlerContext {
   const { job } = options;
   return {
+    options: options.handlerOptions,
     signal: options.signal,
     workerId: options.workerId,
     log: jobLog(options.log, job.id),

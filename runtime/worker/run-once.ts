@@ -31,14 +31,14 @@ export async function localInput(flag: string | undefined): Promise<Record<strin
  * Runs one job in this process with no server: streamed chunks go to the log, files under
  * ./spool-output, and the outcome is returned for the caller to print.
  */
-export async function runOnce(handler: Handler, input: Record<string, unknown>, log: Log): Promise<Outcome> {
+export async function runOnce(handler: Handler, input: Record<string, unknown>, log: Log, handlerOptions: unknown = {}): Promise<Outcome> {
   const job: TakenJob = {
     id: `local-${crypto.randomUUID()}`,
     input,
     policy: { executionTimeout: LIMITS.executionTimeoutDefault, lowPriority: false, ttl: LIMITS.ttlDefault },
     deadline: Date.now() + LIMITS.executionTimeoutDefault,
   };
-  await handler.setup?.();
+  await handler.setup?.(handlerOptions);
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(stopReasons.timedOut(job.policy.executionTimeout)), job.policy.executionTimeout);
   try {
@@ -50,6 +50,7 @@ export async function runOnce(handler: Handler, input: Record<string, unknown>, 
       progress: async (value) => log.info("progress", { value }),
       files: (jobId, name, data) => uploadToDirectory("spool-output", jobId, name, data),
       onRefresh: () => {},
+      handlerOptions,
     });
     return await execute(handler, job, ctx, async (chunk) => log.info("stream chunk", { chunk }));
   } finally {

@@ -23,6 +23,8 @@ export interface WorkerLoopOptions {
   drainTimeoutMs: number;
   /** Ends the process: a handler stuck past its grace must not hold the worker. */
   exit: (code: number) => void;
+  /** The endpoint's handler options, already parsed (given to setup and ctx.options). */
+  handlerOptions?: unknown;
 }
 
 interface Running {
@@ -64,7 +66,7 @@ export class WorkerLoop {
   /** Runs until shutdown() and the drain are over; returns the exit code. */
   async run(): Promise<number> {
     const { api, clock, log } = this.#o;
-    await this.#o.handler.setup?.();
+    await this.#o.handler.setup?.(this.#o.handlerOptions);
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
     while (!this.#stopping.signal.aborted) {
@@ -110,6 +112,7 @@ export class WorkerLoop {
       progress: (v) => api.progress(job.id, v),
       files: (jobId, name, data, type) => api.upload(jobId, name, data, type),
       onRefresh: () => (refresh = true),
+      handlerOptions: this.#o.handlerOptions,
     });
     // The deadline counts from receipt on this machine's clock, so clock skew cannot shorten it.
     const timeoutMs = job.policy.executionTimeout;

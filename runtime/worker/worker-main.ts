@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { systemClock } from "../clock.ts";
 import { stderrLog } from "../log.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
+import { handlerOptions } from "./handler-options.ts";
 import { localInput, runOnce } from "./run-once.ts";
 import { CHILD_ENV, selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
@@ -28,9 +29,10 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   const { values: flags } = parseArgs({ args: argv, options: WORKER_FLAGS, allowPositionals: false });
   const log = stderrLog;
   const hasServer = Boolean(flags.url || env.RUNPOD_WEBHOOK_GET_JOB);
+  const options = handlerOptions(handler, env); // bad settings stop the worker here, clearly
 
   if (flags.input !== undefined || !hasServer) {
-    const outcome = await runOnce(handler, await localInput(flags.input), log);
+    const outcome = await runOnce(handler, await localInput(flags.input), log, options);
     if (outcome.kind === "output") {
       console.log(JSON.stringify(outcome.output, null, 2));
       return 0;
@@ -39,22 +41,23 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     return 1;
   }
 
-  const options = workerOptions(flags, env);
+  const settings = workerOptions(flags, env);
   if (!flags["no-supervise"] && env[CHILD_ENV] !== "1") {
     return supervise(selfCommand(relaunch), env, log);
   }
 
-  const api = new WorkerApi(workerEndpoints(options.urls, options.workerId), options.apiKey, systemClock, log);
+  const api = new WorkerApi(workerEndpoints(settings.urls, settings.workerId), settings.apiKey, systemClock, log);
   const loop = new WorkerLoop({
     handler,
     api,
-    workerId: options.workerId,
+    workerId: settings.workerId,
     clock: systemClock,
     log,
-    pingIntervalMs: options.pingIntervalMs,
-    timeoutGraceMs: options.timeoutGraceMs,
-    drainTimeoutMs: options.drainTimeoutMs,
+    pingIntervalMs: settings.pingIntervalMs,
+    timeoutGraceMs: settings.timeoutGraceMs,
+    drainTimeoutMs: settings.drainTimeoutMs,
     exit: (code) => process.exit(code),
+    handlerOptions: options,
   });
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));

@@ -40,7 +40,22 @@ const streaming = defineHandler({
     for (const w of job.input.text.split(" ")) yield w;
   },
 });
-assert<Equal<typeof streaming, Handler<z.ZodObject<{ text: z.ZodString }>, string>>>(true);
+assert<Equal<typeof streaming, Handler<z.ZodObject<{ text: z.ZodString }>, string, z.ZodUnknown>>>(true);
+
+// Endpoint options are typed from their schema, in setup and in ctx.options.
+defineHandler({
+  input: z.object({}),
+  options: z.object({ model: z.string(), device: z.enum(["cpu", "cuda"]).default("cpu") }),
+  setup: (options) => {
+    assert<Equal<typeof options, { model: string; device: "cpu" | "cuda" }>>(true);
+  },
+  handler: (_job, ctx) => {
+    const device: "cpu" | "cuda" = ctx.options.device;
+    // @ts-expect-error no such option
+    ctx.options.nope;
+    return device;
+  },
+});
 
 // concurrency: a number or RunPod's modifier (current) => next.
 defineHandler({ input: z.object({}), concurrency: 4, handler: () => 1 });

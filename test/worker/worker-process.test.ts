@@ -119,3 +119,24 @@ describe("spool build", () => {
     }
   }, 60_000);
 });
+
+describe("handler options", () => {
+  const FIXTURE = join(ROOT, "test/fixtures/options-fixture.ts");
+
+  test("the endpoint's options reach setup and ctx.options, parsed by the handler's schema", async () => {
+    const r = Bun.spawnSync([BUN, CLI, "run", FIXTURE, "--input", "{}"], {
+      env: { ...process.env, SPOOL_HANDLER_OPTIONS: JSON.stringify({ model: "/models/tiny.gguf" }) },
+    });
+    expect(r.exitCode).toBe(0);
+    const parsed = { model: "/models/tiny.gguf", steps: 4 };
+    expect(JSON.parse(r.stdout.toString())).toEqual({ setup: parsed, ctx: parsed });
+  });
+
+  test("options that fail the schema stop the worker with a message naming the setting", async () => {
+    const r = Bun.spawnSync([BUN, CLI, "worker", FIXTURE, "--url", "http://127.0.0.1:9", "--endpoint", "x", "--api-key", "k"], {
+      env: { ...process.env, SPOOL_HANDLER_OPTIONS: JSON.stringify({ steps: "many" }) },
+    });
+    expect(r.exitCode).not.toBe(0);
+    expect(r.stderr.toString()).toContain("handler options: model:");
+  });
+});

@@ -1,5 +1,7 @@
 import type { EndpointConfig } from "../../config/config.ts";
+import { resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
+import { OPTIONS_ENV } from "../../../sdk/define-handler.ts";
 import type { AppDeps } from "../app-deps.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
@@ -134,6 +136,10 @@ export class Scaler {
       handler: config.handler!,
       serverUrl: this.#serverUrl,
       apiKey: this.#apiKey,
+      env: {
+        [OPTIONS_ENV]: JSON.stringify(config.options),
+        SPOOL_DATA_DIR: resolve(this.#deps.config.server.data),
+      },
     });
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);

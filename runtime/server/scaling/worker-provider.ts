@@ -6,6 +6,8 @@ export interface WorkerSpec {
   handler: string;
   serverUrl: string;
   apiKey: string;
+  /** Environment for the worker: its handler options (SPOOL_HANDLER_OPTIONS) and SPOOL_DATA_DIR. */
+  env: Record<string, string>;
 }
 
 export interface WorkerHandle {
