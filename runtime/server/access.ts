@@ -3,7 +3,7 @@ import type { RateLimitedOperation } from "../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
-import type { RateLimiter } from "./limits/rate-limiter.ts";
+import { admitRequest } from "./limits/rate-limiter.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests"]);
@@ -37,7 +37,7 @@ export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
  * Checks the endpoint exists (404), that the key may use it and this operation (401, saying
  * why), and the operation's rate limits (429 with Retry-After).
  */
-export function authorize(deps: AppDeps, limiter: RateLimiter): MiddlewareHandler<AppEnv> {
+export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
     const endpoint = deps.config.endpoints[endpointId];
@@ -53,12 +53,12 @@ export function authorize(deps: AppDeps, limiter: RateLimiter): MiddlewareHandle
     c.set("endpointId", endpointId);
     const limited = LIMITED[op];
     if (!limited) return next();
-    const admission = limiter.admit(endpointId, limited, endpoint.rateLimits, deps.clock.now());
+    const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
     if (!admission.ok) throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
     try {
       await next();
     } finally {
-      admission.release();
+      await admission.release();
     }
   };
 }

@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { authenticate, authorize } from "./access.ts";
-import { LocalRateLimiter } from "./limits/rate-limiter.ts";
 import type { LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
@@ -23,7 +22,7 @@ export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEn
 
   // Authentication comes first, so an unknown key learns nothing about which endpoints exist.
   v2.use(authenticate(deps));
-  v2.use("/:endpoint/*", authorize(deps, new LocalRateLimiter(config.server.rateWindowMs)));
+  v2.use("/:endpoint/*", authorize(deps));
 
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps));

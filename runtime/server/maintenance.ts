@@ -2,13 +2,18 @@ import type { AppDeps } from "./app-deps.ts";
 import type { LocalFileStore } from "./files/file-store.ts";
 
 const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
+/** The lease under which one server runs retention, expiry, timeouts, worker loss and scaling. */
+export const DUTIES_LEASE = "duties";
 
 /**
  * The housekeeping duties: expiry and retention, execution timeouts, worker loss. Runs every
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
-export function startMaintenance(deps: AppDeps & { files: LocalFileStore }): { sweep: () => Promise<void>; stop: () => Promise<void> } {
+export function startMaintenance(
+  deps: AppDeps & { files: LocalFileStore; serverId: string },
+): { sweep: () => Promise<void>; stop: () => Promise<void> } {
   const { store, clock, config, log, files } = deps;
+  const leaseMs = Math.max(3_000, 3 * config.server.sweepIntervalMs);
   const stopped = new AbortController();
   let lastPrune = clock.now();
 
@@ -26,7 +31,8 @@ export function startMaintenance(deps: AppDeps & { files: LocalFileStore }): { s
   const loop = (async () => {
     while (!stopped.signal.aborted) {
       try {
-        await sweep();
+        // With several servers on one store, exactly one (the lease holder) does these duties.
+        if (await store.tryLease(DUTIES_LEASE, deps.serverId, leaseMs, clock.now())) await sweep();
       } catch (err) {
         log.error("maintenance sweep failed", { error: String(err) });
       }

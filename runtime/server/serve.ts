@@ -46,7 +46,8 @@ export function startServer(options: {
     });
   const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const base = { store, config, clock, log };
-  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider());
+  const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
+  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
   const deps = {
@@ -57,7 +58,7 @@ export function startServer(options: {
     workerSeen: (id: string) => scaler.seen(id),
   };
   const app = createApp(deps);
-  const maintenance = startMaintenance(deps);
+  const maintenance = startMaintenance({ ...deps, serverId });
   const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
   const server = Bun.serve({
     port: config.server.port,

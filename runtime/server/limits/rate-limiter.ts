@@ -1,51 +1,57 @@
-import type { RateLimitedOperation } from "../../protocol/limits.ts";
 import type { RateLimits } from "../../config/config.ts";
+import type { RateLimitedOperation } from "../../protocol/limits.ts";
+import type { Admission, RequestLimit, Store } from "../store/store.ts";
 
-export type Admission = { ok: true; release: () => void } | { ok: false; retryAfterSeconds: number; reason: string };
-
-/** Counts requests per endpoint and operation; one server's view (a shared store can back it). */
-export interface RateLimiter {
-  admit(endpointId: string, op: RateLimitedOperation, limits: RateLimits, now: number): Admission;
+/**
+ * Admits one request of `op` on an endpoint against its limits, counted in the store (so every
+ * server sharing the store counts together). A refusal carries the message for the 429.
+ */
+export async function admitRequest(
+  store: Store,
+  endpointId: string,
+  op: RateLimitedOperation,
+  limits: RateLimits,
+  windowMs: number,
+  now: number,
+): Promise<{ ok: true; release: () => Promise<void> } | { ok: false; retryAfterSeconds: number; reason: string }> {
+  const limit = limits[op];
+  const admission = await store.admitRequest(`${endpointId}:${op}`, limit, windowMs, now);
+  if (admission.ok) return admission;
+  const reason =
+    admission.why === "window"
+      ? `rate limit: at most ${limit.requests} ${op} requests per ${windowMs / 1000} s on this endpoint`
+      : `rate limit: at most ${limit.concurrent} concurrent ${op} requests on this endpoint`;
+  return { ok: false, retryAfterSeconds: admission.retryAfterSeconds, reason };
 }
 
 /**
- * Fixed windows of `windowMs` aligned to the clock, plus a count of requests in flight. A request
- * refused for either reason is not counted.
+ * In-memory request counting for a store that one server owns: fixed windows of `windowMs`
+ * aligned to the clock, plus a count of requests in flight.
  */
-export class LocalRateLimiter implements RateLimiter {
+export class LocalRequestCounter {
   readonly #windows = new Map<string, { start: number; count: number }>();
   readonly #inFlight = new Map<string, number>();
 
-  constructor(private readonly windowMs: number) {}
-
-  admit(endpointId: string, op: RateLimitedOperation, limits: RateLimits, now: number): Admission {
-    const limit = limits[op];
-    const key = `${endpointId}\n${op}`;
-    const start = now - (now % this.windowMs);
-    let window = this.#windows.get(key);
-    if (!window || window.start !== start) this.#windows.set(key, (window = { start, count: 0 }));
+  admit(bucket: string, limit: RequestLimit, windowMs: number, now: number): Admission {
+    const start = now - (now % windowMs);
+    let window = this.#windows.get(bucket);
+    if (!window || window.start !== start) this.#windows.set(bucket, (window = { start, count: 0 }));
     if (window.count >= limit.requests) {
-      return {
-        ok: false,
-        retryAfterSeconds: Math.max(1, Math.ceil((start + this.windowMs - now) / 1000)),
-        reason: `rate limit: at most ${limit.requests} ${op} requests per ${this.windowMs / 1000} s on this endpoint`,
-      };
+      return { ok: false, why: "window", retryAfterSeconds: Math.max(1, Math.ceil((start + windowMs - now) / 1000)) };
     }
-    const inFlight = this.#inFlight.get(key) ?? 0;
-    if (limit.concurrent !== undefined && inFlight >= limit.concurrent) {
-      return { ok: false, retryAfterSeconds: 1, reason: `rate limit: at most ${limit.concurrent} concurrent ${op} requests on this endpoint` };
-    }
+    const inFlight = this.#inFlight.get(bucket) ?? 0;
+    if (limit.concurrent !== undefined && inFlight >= limit.concurrent) return { ok: false, why: "concurrent", retryAfterSeconds: 1 };
     window.count++;
-    this.#inFlight.set(key, inFlight + 1);
+    this.#inFlight.set(bucket, inFlight + 1);
     let released = false;
     return {
       ok: true,
-      release: () => {
+      release: async () => {
         if (released) return;
         released = true;
-        const n = (this.#inFlight.get(key) ?? 1) - 1;
-        if (n > 0) this.#inFlight.set(key, n);
-        else this.#inFlight.delete(key);
+        const n = (this.#inFlight.get(bucket) ?? 1) - 1;
+        if (n > 0) this.#inFlight.set(bucket, n);
+        else this.#inFlight.delete(bucket);
       },
     };
   }

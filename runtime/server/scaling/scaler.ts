@@ -3,6 +3,8 @@ import { resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../../sdk/define-handler.ts";
 import type { AppDeps } from "../app-deps.ts";
+import { DUTIES_LEASE } from "../maintenance.ts";
+import { topics } from "../store/store-events.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
@@ -41,8 +43,11 @@ export class Scaler {
   #loop?: Promise<void>;
   #seq = 0;
 
-  constructor(deps: AppDeps, provider: WorkerProvider) {
+  readonly #serverId: string;
+
+  constructor(deps: AppDeps, provider: WorkerProvider, serverId: string) {
     this.#deps = deps;
+    this.#serverId = serverId;
     this.#provider = provider;
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
       if (ep.handler) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
@@ -77,22 +82,43 @@ export class Scaler {
   start(serverUrl: string, apiKey: string): void {
     this.#serverUrl = serverUrl;
     this.#apiKey = apiKey;
-    const { clock, config, log } = this.#deps;
+    const { clock, config, log, store } = this.#deps;
+    // A job queued on a scaled endpoint wakes the scaler at once: a cold start does not wait
+    // for the next tick.
+    let queued = false;
+    let wake = new AbortController();
+    const offs = this.endpoints.map((ep) =>
+      store.events.on(topics.queue(ep), () => {
+        queued = true;
+        wake.abort();
+      }),
+    );
     this.#loop = (async () => {
       while (!this.#stopped.signal.aborted) {
+        queued = false;
         try {
-          await this.tick();
+          await this.#leaderTick();
         } catch (err) {
           log.error("scaler tick failed", { error: String(err) });
         }
-        await clock.sleep(config.server.scaleIntervalMs, this.#stopped.signal);
+        if (queued) continue;
+        wake = new AbortController();
+        await clock.sleep(config.server.scaleIntervalMs, AbortSignal.any([this.#stopped.signal, wake.signal]));
       }
+      for (const off of offs) off();
     })();
   }
 
   /** One scaling decision for every managed endpoint. */
   async tick(): Promise<void> {
     for (const [id, state] of this.#endpoints) await this.#scale(id, this.#deps.config.endpoints[id]!, state);
+  }
+
+  /** A tick, on the server that holds the duties lease only (several servers, one store). */
+  async #leaderTick(): Promise<void> {
+    const { store, clock, config } = this.#deps;
+    const leaseMs = Math.max(3_000, 3 * Math.max(config.server.sweepIntervalMs, config.server.scaleIntervalMs));
+    if (await store.tryLease(DUTIES_LEASE, this.#serverId, leaseMs, clock.now())) await this.tick();
   }
 
   async #scale(endpointId: string, config: EndpointConfig, state: EndpointState): Promise<void> {

@@ -3,10 +3,11 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { JobStatus } from "../../protocol/limits.ts";
 import type { HealthResponse } from "../../protocol/job-response.ts";
+import { LocalRequestCounter } from "../limits/rate-limiter.ts";
 import { LocalEvents, topics } from "./store-events.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION, type JobRow } from "./sqlite-schema.ts";
 import type {
-  ApiKeyRecord, JobResult, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  Admission, ApiKeyRecord, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
 
@@ -66,6 +67,7 @@ function toJob(r: JobRow): StoredJob {
  */
 export class SqliteStore implements Store {
   readonly events = new LocalEvents();
+  readonly #requests = new LocalRequestCounter();
   readonly #db: Database;
   readonly #retention: StoreOptions["retention"];
   #seq: number;
@@ -543,6 +545,15 @@ export class SqliteStore implements Store {
       for (const w of dead) this.#db.query("DELETE FROM stops WHERE worker_id = ?").run(w.id);
       return report;
     });
+  }
+
+  async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
+    return this.#requests.admit(bucket, limit, windowMs, now);
+  }
+
+  /** One server owns an embedded store: it always holds every lease. */
+  async tryLease(): Promise<boolean> {
+    return true;
   }
 
   async addKey(key: ApiKeyRecord): Promise<void> {

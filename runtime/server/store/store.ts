@@ -94,6 +94,15 @@ export interface UsageRow {
   cost: number;
 }
 
+export interface RequestLimit {
+  requests: number;
+  concurrent?: number;
+}
+
+export type Admission =
+  | { ok: true; release: () => Promise<void> }
+  | { ok: false; retryAfterSeconds: number; why: "window" | "concurrent" };
+
 /** What the scaler decides from, for one endpoint. */
 export interface ScalingStats {
   /** Queued jobs that may cause a scale-up (not lowPriority). */
@@ -157,7 +166,7 @@ export interface Store {
   /** Expiry, execution timeouts and worker loss, as of `now`. */
   sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport>;
   scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats>;
-  /** A worker known to be gone (its process ended): its jobs follow the worker-loss rule at the next sweep. */
+  /** A worker known to be gone (its process ended): its jobs follow the worker-loss rule at the next sweep, and health stops counting it. */
   forgetWorker(workerId: string): Promise<void>;
   /** Queued jobs of the endpoint (the 429 backpressure rule). */
   queueDepth(endpointId: string, now: number): Promise<number>;
@@ -171,6 +180,17 @@ export interface Store {
   deliveryDone(id: string): Promise<void>;
   /** Failed an attempt: try again at `nextAt`. */
   deliveryRetry(id: string, nextAt: number): Promise<void>;
+
+  /**
+   * Counts one request against a per-window and a concurrent limit, shared by every server on
+   * this store. A refused request is not counted.
+   */
+  admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission>;
+  /**
+   * Takes or renews the lease `name` for `holder` for `ttlMs`: true while `holder` has it. The
+   * housekeeping and scaling duties run only on the server that holds their lease.
+   */
+  tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean>;
 
   addKey(key: ApiKeyRecord): Promise<void>;
   findKey(hash: string): Promise<ApiKeyRecord | null>;
