@@ -6,7 +6,9 @@ import { ConfigError } from "./config/config.ts";
 
 const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference jobs
 
-  spool serve [--port 8080] [--data DIR] [--config FILE]   run the queue server
+  spool serve [--port 8080] [--data DIR] [--config FILE] [--store redis://HOST:PORT]
+                                                           run the queue server (embedded store, or Redis)
+  (keys, usage: --store redis://... works on a Redis store too)
   spool keys create [--name NAME] [--scope full|read-only] [--endpoints a,b] [--data DIR]
                                                            make an API key (last line of output)
   spool keys list [--data DIR]                             list keys (ids and names, never keys)
@@ -26,7 +28,7 @@ async function main(argv: string[]): Promise<number> {
     case "serve": {
       const { values } = parseArgs({
         args: rest,
-        options: { port: { type: "string" }, data: { type: "string" }, config: { type: "string" } },
+        options: { port: { type: "string" }, data: { type: "string" }, config: { type: "string" }, store: { type: "string" } },
       });
       if (values.port !== undefined && !/^\d+$/.test(values.port)) throw new ConfigError(`--port must be a number, got ${values.port}`);
       await (await import("./cli/serve-command.ts")).serveCommand(values);
@@ -42,12 +44,13 @@ async function main(argv: string[]): Promise<number> {
           name: { type: "string" },
           scope: { type: "string" },
           endpoints: { type: "string" },
+          store: { type: "string" },
         },
       });
       return (await import("./cli/keys-command.ts")).keysCommand(positionals[0], positionals.slice(1), values);
     }
     case "usage": {
-      const { values } = parseArgs({ args: rest, options: { data: { type: "string" }, config: { type: "string" } } });
+      const { values } = parseArgs({ args: rest, options: { data: { type: "string" }, config: { type: "string" }, store: { type: "string" } } });
       return (await import("./cli/usage-command.ts")).usageCommand(values);
     }
     case "worker":

@@ -31,7 +31,7 @@ export async function devCommand(args: string[]): Promise<number> {
   config.endpoints = { [endpoint]: { ...config.endpoints.echo!, handler: target } };
   config.server.port = values.port === undefined ? 8080 : Number(values.port);
   config.server.data = values.data ?? ".data-dev";
-  const store = openStore(config);
+  const store = await openStore(config);
   // dev keeps one key of its own so that the worker and the user share it across restarts.
   const { key } = await createKey(store, `dev-${systemClock.now()}`, systemClock.now());
   const server = startServer({ config, store, log: stderrLog });

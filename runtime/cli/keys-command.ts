@@ -7,11 +7,12 @@ import { openStore } from "./open-store.ts";
 export async function keysCommand(
   action: string | undefined,
   rest: string[],
-  flags: { data?: string; config?: string; name?: string; scope?: string; endpoints?: string },
+  flags: { data?: string; config?: string; name?: string; scope?: string; endpoints?: string; store?: string },
 ): Promise<number> {
   const config = await loadConfig(flags.config);
   if (flags.data !== undefined) config.server.data = flags.data;
-  const store = openStore(config);
+  if (flags.store !== undefined) config.server.store = flags.store;
+  const store = await openStore(config);
   try {
     switch (action) {
       case "create": {

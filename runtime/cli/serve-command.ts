@@ -6,11 +6,12 @@ import { startServer } from "../server/serve.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool serve [--port N] [--data DIR] [--config FILE]` */
-export async function serveCommand(flags: { port?: string; data?: string; config?: string }): Promise<void> {
+export async function serveCommand(flags: { port?: string; data?: string; config?: string; store?: string }): Promise<void> {
   const config = await loadConfig(flags.config);
   if (flags.port !== undefined) config.server.port = Number(flags.port);
   if (flags.data !== undefined) config.server.data = flags.data;
-  const store = openStore(config);
+  if (flags.store !== undefined) config.server.store = flags.store;
+  const store = await openStore(config);
 
   if ((await store.listKeys()).length === 0) {
     const { key } = await createKey(store, "default", systemClock.now());
@@ -18,7 +19,7 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   }
 
   const server = startServer({ config, store, log: stderrLog });
-  console.log(`Spool listening on ${server.url} (data: ${config.server.data})`);
+  console.log(`Spool listening on ${server.url} (store: ${config.server.store ?? config.server.data})`);
   for (const id of Object.keys(config.endpoints)) console.log(`  endpoint ${id}: ${server.url}/v2/${id}`);
 
   let stopping = false;

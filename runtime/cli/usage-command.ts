@@ -2,10 +2,11 @@ import { loadConfig } from "../config/config.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool usage [--data DIR] [--config FILE]`: jobs charged and cost per API key and endpoint. */
-export async function usageCommand(flags: { data?: string; config?: string }): Promise<number> {
+export async function usageCommand(flags: { data?: string; config?: string; store?: string }): Promise<number> {
   const config = await loadConfig(flags.config);
   if (flags.data !== undefined) config.server.data = flags.data;
-  const store = openStore(config);
+  if (flags.store !== undefined) config.server.store = flags.store;
+  const store = await openStore(config);
   try {
     const names = new Map((await store.listKeys()).map((k) => [k.id, k.name]));
     const rows = await store.usage();

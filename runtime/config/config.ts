@@ -62,8 +62,10 @@ export const serverConfigSchema = z.strictObject({
   port: z.number().int().min(0).max(65535).default(8080),
   /** @default "0.0.0.0" */
   host: z.string().default("0.0.0.0"),
-  /** Directory of the embedded store. @default ".data" */
+  /** Directory of the embedded store, and of files kept by the server. @default ".data" */
   data: z.string().default(".data"),
+  /** Store URL: redis://host:port for several servers on one Redis; the embedded store under `data` when unset. */
+  store: z.string().optional(),
   /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */
   takeWaitMs: z.number().int().min(0).max(85_000).default(20_000),
   /** Longest an empty job-stop poll is held open. @default 20000 */

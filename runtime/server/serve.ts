@@ -11,7 +11,7 @@ import { Scaler } from "./scaling/scaler.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
-import { createStore } from "./store/create-store.ts";
+import { openEmbeddedStore, storeOptions, storeUrl } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
 
 export interface RunningServer {
@@ -41,9 +41,7 @@ export function startServer(options: {
   const log = options.log ?? stderrLog;
   const store =
     options.store ??
-    createStore(config.server.data, {
-      retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
-    });
+    openEmbeddedStore(storeUrl(config), storeOptions(config));
   const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const base = { store, config, clock, log };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;

@@ -54,7 +54,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     // Tests that are not about limits read /requests freely; the limit tests set their own.
     endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
   });
-  const store = createStore(dataDir, {
+  const store = await createStore(dataDir, {
     retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
   });
   const { key } = await createKey(store, "test", clock.now());

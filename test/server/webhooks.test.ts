@@ -140,7 +140,7 @@ describe("webhooks", () => {
     try {
       const retention = { syncMs: 60_000, asyncMs: 1_800_000 };
       // The job ends while no server runs: its call is recorded with its final state.
-      const store = createStore(dataDir, { retention });
+      const store = await createStore(dataDir, { retention });
       const now = Date.now();
       const policy = { executionTimeout: 600_000, lowPriority: false, ttl: 86_400_000 };
       await store.enqueue({ id: "job-1", endpointId: "echo", input: {}, policy, sync: false, webhook: receiver.url }, now);

@@ -1,12 +1,30 @@
+import type { Config } from "../../config/config.ts";
+import { RedisStore } from "./redis/redis-store.ts";
 import type { Store, StoreOptions } from "./store.ts";
 import { SqliteStore } from "./sqlite-store.ts";
 
+const isRedis = (url: string) => /^rediss?:\/\//.test(url);
+
 /**
- * Picks a backend by URL: a directory path or `sqlite:DIR` opens the embedded store;
- * `sqlite::memory:` an in-memory one (tests).
+ * Picks a backend by URL: `redis://` or `rediss://` (several servers share it), else a
+ * directory (or `sqlite:DIR`) for the embedded store.
  */
-export function createStore(url: string, options: StoreOptions): Store {
-  if (/^redis(s)?:\/\//.test(url)) throw new Error(`the Redis backend is not available yet: ${url}`);
-  const dir = url.startsWith("sqlite:") ? url.slice("sqlite:".length) : url;
-  return SqliteStore.open(dir, options);
+export async function createStore(url: string, options: StoreOptions): Promise<Store> {
+  if (isRedis(url)) return RedisStore.connect(url, options);
+  return openEmbeddedStore(url, options);
+}
+
+/** The embedded SQLite store in a directory; no connection to wait for. */
+export function openEmbeddedStore(dir: string, options: StoreOptions): Store {
+  if (isRedis(dir)) throw new Error(`${dir} is a Redis URL: open it with createStore and pass the store`);
+  return SqliteStore.open(dir.startsWith("sqlite:") ? dir.slice("sqlite:".length) : dir, options);
+}
+
+/** The store a server configuration names: server.store, or the embedded store under server.data. */
+export function storeUrl(config: Config): string {
+  return config.server.store ?? config.server.data;
+}
+
+export function storeOptions(config: Config): StoreOptions {
+  return { retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs } };
 }

@@ -1,0 +1,188 @@
+/** Lua for reads that must be consistent, housekeeping, workers, leases, limits and webhooks. */
+export const DUTY_SCRIPTS = {
+  /** ARGV5 endpoint, ARGV6 loss timeout. Returns [completed, failed, inProgress, inQueue, retried, idle, running, unhealthy]. */
+  health: `
+local ep = ARGV[5]
+local function count(s) return redis.call('ZCOUNT', st(ep, s), '(' .. n(now), '+inf') end
+local idle, running, unhealthy = 0, 0, 0
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '(' .. n(now - tonumber(ARGV[6])), '+inf')) do
+  if redis.call('HGET', P .. 'w:' .. w, 'ep') == ep then
+    local busy = false
+    for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. w)) do
+      local j = job(id)
+      if live(j) and j.status == 'IN_PROGRESS' then busy = true end
+    end
+    if busy then running = running + 1
+    elseif redis.call('HEXISTS', P .. 'w:' .. w, 'unhealthy') == 1 then unhealthy = unhealthy + 1
+    else idle = idle + 1 end
+  end
+end
+return {count('COMPLETED'), count('FAILED') + count('TIMED_OUT'), count('IN_PROGRESS'), count('IN_QUEUE'),
+  tonumber(redis.call('HGET', P .. 'ctr:' .. ep, 'retried') or '0'), idle, running, unhealthy}`,
+
+  /** ARGV5 endpoint, ARGV6 loss timeout. */
+  scaling: `
+local ep = ARGV[5]
+local queued, low, oldest = 0, 0, nil
+for _, id in ipairs(redis.call('ZRANGE', P .. 'q:' .. ep, 0, -1)) do
+  local j = job(id)
+  if live(j) and j.status == 'IN_QUEUE' then
+    if j.low == '1' then low = low + 1 else
+      queued = queued + 1
+      local q = tonumber(j.queued)
+      if oldest == nil or q < oldest then oldest = q end
+    end
+  end
+end
+local workers = {}
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '(' .. n(now - tonumber(ARGV[6])), '+inf')) do
+  local h = redis.call('HMGET', P .. 'w:' .. w, 'ep', 'unhealthy', 'active')
+  if h[1] == ep then
+    local running = 0
+    for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. w)) do
+      local j = job(id)
+      if live(j) and j.status == 'IN_PROGRESS' then running = running + 1 end
+    end
+    table.insert(workers, {id = w, running = running, unhealthy = h[2] ~= false, lastActive = h[3] and tonumber(h[3]) or nil})
+  end
+end
+return cjson.encode({queued = queued, queuedLowPriority = low, oldestQueuedAt = oldest,
+  inProgress = redis.call('ZCOUNT', st(ep, 'IN_PROGRESS'), '(' .. n(now), '+inf'), workers = workers})`,
+
+  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest). Returns job JSONs, newest first. */
+  recent: `
+local max = ARGV[7] == '' and '+inf' or ('(' .. ARGV[7])
+local out, want = {}, tonumber(ARGV[6])
+while #out < want do
+  local ids = redis.call('ZREVRANGEBYSCORE', P .. 'list:' .. ARGV[5], max, '-inf', 'WITHSCORES', 'LIMIT', 0, 100)
+  if #ids == 0 then break end
+  for i = 1, #ids, 2 do
+    local j = job(ids[i])
+    if live(j) and #out < want then table.insert(out, cjson.encode(j)) end
+    max = '(' .. ids[i + 1]
+  end
+end
+return out`,
+
+  /** ARGV5 worker, ARGV6 endpoint, ARGV7 running ids JSON or '', ARGV8 unhealthy JSON or '', ARGV9 '1' when reported. */
+  touch: `
+local wk = P .. 'w:' .. ARGV[5]
+redis.call('HSET', wk, 'ep', ARGV[6], 'seen', n(now))
+redis.call('ZADD', P .. 'wseen', now, ARGV[5])
+if ARGV[7] ~= '' then redis.call('HSET', wk, 'ids', ARGV[7]) end
+if ARGV[9] == '1' then
+  if ARGV[8] == '' then redis.call('HDEL', wk, 'unhealthy') else redis.call('HSET', wk, 'unhealthy', ARGV[8]) end
+end
+return 1`,
+
+  /** ARGV5 worker. */
+  takeStops: `
+local k = P .. 'stops:' .. ARGV[5]
+local ids = redis.call('SMEMBERS', k)
+redis.call('DEL', k)
+return ids`,
+
+  /** ARGV5 worker: gone now, so the next sweep applies the worker-loss rule and health forgets it. */
+  forget: `
+if redis.call('ZSCORE', P .. 'wseen', ARGV[5]) then redis.call('ZADD', P .. 'wseen', 0, ARGV[5]) end
+return 1`,
+
+  /** ARGV5 loss timeout, ARGV6 batch size. */
+  sweep: `
+local batch = tonumber(ARGV[6])
+local report = {expired = 0, timedOut = {}, requeued = {}, lost = {}}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT', 0, batch)) do
+  local j = job(id)
+  if j ~= nil then
+    if j.status == 'IN_PROGRESS' then stop(j) end
+    remove(j)
+  else
+    redis.call('ZREM', P .. 'exp', id)
+  end
+  pub('job:' .. id)
+  report.expired = report.expired + 1
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'run', '-inf', now, 'LIMIT', 0, batch)) do
+  local j = job(id)
+  if j ~= nil and j.status == 'IN_PROGRESS' then
+    unrun(j); stop(j)
+    ended(id, 'TIMED_OUT', {'error', cjson.encode('execution timeout of ' .. j.timeout .. ' ms exceeded')}, j)
+    table.insert(report.timedOut, {jobId = id, workerId = j.worker})
+  else
+    redis.call('ZREM', P .. 'run', id)
+  end
+end
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '-inf', now - tonumber(ARGV[5]), 'LIMIT', 0, batch)) do
+  for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. w)) do
+    local j = job(id)
+    if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == w then
+      unrun(j)
+      if tonumber(j.losses) == 0 then
+        redis.call('HSET', jk(id), 'losses', '1')
+        redis.call('HDEL', jk(id), 'worker', 'started', 'deadline', 'progress')
+        setStatus(j, 'IN_QUEUE', tonumber(j.expires))
+        redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, id)
+        pub('queue:' .. j.ep); pub('job:' .. id)
+        table.insert(report.requeued, id)
+      else
+        local why = 'worker ' .. w .. ' was lost while running the job (it stopped sending heartbeats), twice'
+        ended(id, 'FAILED', {'error', cjson.encode(why)}, j)
+        table.insert(report.lost, id)
+      end
+    end
+  end
+  redis.call('DEL', P .. 'w:' .. w, P .. 'wjobs:' .. w, P .. 'stops:' .. w)
+  redis.call('ZREM', P .. 'wseen', w)
+end
+return cjson.encode(report)`,
+
+  /** ARGV5 name, ARGV6 holder, ARGV7 ttl. */
+  lease: `
+local k = P .. 'lease:' .. ARGV[5]
+local cur = redis.call('GET', k)
+if cur and cur ~= ARGV[6] then return 0 end
+redis.call('SET', k, ARGV[6], 'PX', ARGV[7])
+return 1`,
+
+  /** ARGV5 bucket, ARGV6 requests, ARGV7 concurrent or '', ARGV8 window ms, ARGV9 request id. */
+  admit: `
+local window = tonumber(ARGV[8])
+local start = now - (now % window)
+local wk = P .. 'rl:' .. ARGV[5] .. ':' .. n(start)
+if tonumber(redis.call('GET', wk) or '0') >= tonumber(ARGV[6]) then
+  return {0, 'window', math.max(1, math.ceil((start + window - now) / 1000))}
+end
+local ck = P .. 'rc:' .. ARGV[5]
+if ARGV[7] ~= '' then
+  redis.call('ZREMRANGEBYSCORE', ck, '-inf', now - 600000)
+  if redis.call('ZCARD', ck) >= tonumber(ARGV[7]) then return {0, 'concurrent', 1} end
+  redis.call('ZADD', ck, now, ARGV[9])
+end
+redis.call('INCR', wk)
+redis.call('PEXPIRE', wk, window * 2)
+return {1}`,
+
+  /** ARGV5 lease ms, ARGV6 limit. Returns [id, url, job, attempts] per due call, leased. */
+  takeDue: `
+local out = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dl', '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))) do
+  redis.call('ZADD', P .. 'dl', now + tonumber(ARGV[5]), id)
+  local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts')
+  if h[1] then table.insert(out, cjson.encode({id = id, url = h[1], job = h[2], attempts = tonumber(h[3])})) end
+end
+return out`,
+
+  /** ARGV5 key id or name. */
+  revokeKey: `
+local count = 0
+local all = redis.call('HGETALL', P .. 'keys')
+for i = 1, #all, 2 do
+  local k = cjson.decode(all[i + 1])
+  if (k.id == ARGV[5] or k.name == ARGV[5]) and k.revokedAt == nil then
+    k.revokedAt = now
+    redis.call('HSET', P .. 'keys', all[i], cjson.encode(k))
+    count = count + 1
+  end
+end
+return count`,
+};

@@ -1,0 +1,324 @@
+import { RedisClient } from "bun";
+import type { JobStatus } from "../../../protocol/limits.ts";
+import type { HealthResponse } from "../../../protocol/job-response.ts";
+import { LocalEvents, type StoreEvents } from "../store-events.ts";
+import type {
+  Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
+  StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
+} from "../store.ts";
+import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
+import { JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
+
+type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
+const SOURCES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
+const SWEEP_BATCH = 500;
+
+const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined : s);
+const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
+const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
+
+/** A job hash (all strings) as a StoredJob. */
+function toJob(h: Record<string, string>): StoredJob {
+  return {
+    id: h.id!,
+    endpointId: h.ep!,
+    status: h.status as JobStatus,
+    input: JSON.parse(h.input!),
+    webhook: opt(h.webhook),
+    policy: JSON.parse(h.policy!),
+    s3Config: json(opt(h.s3)),
+    sync: h.sync === "1",
+    keyId: opt(h.key),
+    createdAt: Number(h.created),
+    queuedAt: Number(h.queued),
+    startedAt: num(h.started),
+    completedAt: num(h.completed),
+    expiresAt: Number(h.expires),
+    deadline: num(h.deadline),
+    workerId: opt(h.worker),
+    output: json(h.output),
+    error: json(h.error),
+    progress: json(h.progress),
+    losses: Number(h.losses),
+    retries: Number(h.retries),
+  };
+}
+
+/** Pub/sub carries the topics every script publishes, so long-polls on any server wake. */
+class RedisEvents implements StoreEvents {
+  readonly local = new LocalEvents();
+  constructor(
+    private readonly client: RedisClient,
+    private readonly channel: string,
+  ) {}
+  on(topic: string, listener: () => void): () => void {
+    return this.local.on(topic, listener);
+  }
+  emit(topic: string): void {
+    void this.client.send("PUBLISH", [this.channel, topic]);
+  }
+}
+
+/**
+ * The store on Redis, for several servers: every change is one Lua script (atomic), all keys
+ * share one hash tag so scripts stay in one slot of a Redis Cluster, and state changes are
+ * announced on one pub/sub channel. Durable as the Redis server is (use AOF).
+ */
+export class RedisStore implements Store {
+  readonly events: RedisEvents;
+  readonly #client: RedisClient;
+  readonly #subscriber: RedisClient;
+  readonly #prefix: string;
+  readonly #retention: StoreOptions["retention"];
+  readonly #shas = new Map<ScriptName, string>();
+
+  private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
+    this.#client = client;
+    this.#subscriber = subscriber;
+    this.#prefix = prefix;
+    this.#retention = options.retention;
+    this.events = new RedisEvents(client, `${prefix}events`);
+  }
+
+  /** Connects, loads the scripts and subscribes to the events channel. `prefix` namespaces keys. */
+  static async connect(url: string, options: StoreOptions, prefix = "{spool}:"): Promise<RedisStore> {
+    const client = new RedisClient(url);
+    await client.connect();
+    const subscriber = await client.duplicate();
+    const store = new RedisStore(client, subscriber, prefix, options);
+    await subscriber.subscribe(`${prefix}events`, (topic) => store.events.local.emit(topic));
+    return store;
+  }
+
+  async #run(name: ScriptName, args: (string | number)[]): Promise<any> {
+    const argv = [this.#prefix, this.#retention.syncMs, this.#retention.asyncMs, ...args].map(String);
+    let sha = this.#shas.get(name);
+    for (let attempt = 0; ; attempt++) {
+      if (!sha) {
+        sha = (await this.#client.send("SCRIPT", ["LOAD", PRELUDE + SOURCES[name]])) as string;
+        this.#shas.set(name, sha);
+      }
+      try {
+        return await this.#client.send("EVALSHA", [sha, "0", ...argv]);
+      } catch (err) {
+        if (attempt === 0 && String(err).includes("NOSCRIPT")) {
+          sha = undefined; // the server restarted and lost its script cache
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  async #hash(key: string): Promise<Record<string, string>> {
+    return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
+  }
+
+  async enqueue(job: NewJob, now: number): Promise<StoredJob> {
+    const fields: Record<string, string> = {
+      id: job.id,
+      ep: job.endpointId,
+      input: JSON.stringify(job.input),
+      policy: JSON.stringify(job.policy),
+      timeout: String(job.policy.executionTimeout),
+      ttl: String(job.policy.ttl),
+      low: job.policy.lowPriority ? "1" : "0",
+      sync: job.sync ? "1" : "0",
+    };
+    if (job.webhook) fields.webhook = job.webhook;
+    if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
+    if (job.keyId) fields.key = job.keyId;
+    return toJob(JSON.parse(await this.#run("enqueue", [now, JSON.stringify(fields)])));
+  }
+
+  async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
+    const h = await this.#hash(`job:${jobId}`);
+    return h.id && h.ep === endpointId && Number(h.expires) > now ? toJob(h) : null;
+  }
+
+  async setExpiry(endpointId: string, jobId: string, expiresAt: number, now: number): Promise<StoredJob | null> {
+    const r = await this.#run("setExpiry", [now, endpointId, jobId, expiresAt]);
+    return r ? toJob(JSON.parse(r)) : null;
+  }
+
+  async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
+    const rows = (await this.#run("claim", [now, endpointId, workerId, max])) as string[];
+    return rows.map((r) => toJob(JSON.parse(r)));
+  }
+
+  async progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean> {
+    return (await this.#run("progress", [now, workerId, jobId, JSON.stringify(value ?? null)])) === 1;
+  }
+
+  async appendChunks(workerId: string, jobId: string, chunks: unknown[], now: number): Promise<boolean> {
+    const texts = JSON.stringify(chunks.map((c) => JSON.stringify(c ?? null)));
+    return (await this.#run("append", [now, workerId, jobId, texts])) === 1;
+  }
+
+  async readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null> {
+    const r = (await this.#run("readStream", [now, endpointId, jobId])) as string[] | null;
+    if (!r) return null;
+    const [job, ...chunks] = r;
+    return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
+  }
+
+  async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null> {
+    const failed = "error" in result;
+    const payload = failed ? result.error : result.output;
+    const r = await this.#run("finish", [
+      now,
+      workerId,
+      jobId,
+      failed ? "error" : "output",
+      payload === undefined ? "" : JSON.stringify(payload),
+      JSON.stringify(finalChunks.map((c) => JSON.stringify(c ?? null))),
+      cost === undefined ? "" : Math.round(cost * 1e10),
+    ]);
+    return r ? toJob(JSON.parse(r)) : null;
+  }
+
+  async cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
+    const r = await this.#run("cancel", [now, endpointId, jobId]);
+    return r ? toJob(JSON.parse(r)) : null;
+  }
+
+  async retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome> {
+    const r = (await this.#run("retry", [now, endpointId, jobId])) as string;
+    if (r === "not-found") return { kind: "not-found" };
+    if (r.startsWith("conflict:")) return { kind: "conflict", status: r.slice("conflict:".length) as JobStatus };
+    return { kind: "retried", job: toJob(JSON.parse(r)) };
+  }
+
+  async purgeQueue(endpointId: string, now: number): Promise<number> {
+    return Number(await this.#run("purge", [now, endpointId]));
+  }
+
+  async health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse> {
+    const [completed, failed, inProgress, inQueue, retried, idle, running, unhealthy] = (await this.#run("health", [
+      now,
+      endpointId,
+      workerLossTimeoutMs,
+    ])) as number[];
+    return {
+      jobs: { completed: completed!, failed: failed!, inProgress: inProgress!, inQueue: inQueue!, retried: retried! },
+      workers: { idle: idle!, running: running!, initializing: 0, unhealthy: unhealthy! },
+    };
+  }
+
+  async recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }> {
+    const rows = ((await this.#run("recent", [now, endpointId, limit + 1, before ?? ""])) as string[]).map((r) => JSON.parse(r));
+    const page = rows.slice(0, limit);
+    return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
+  }
+
+  async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
+    await this.#run("touch", [
+      now,
+      workerId,
+      endpointId,
+      report?.runningIds ? JSON.stringify(report.runningIds) : "",
+      report?.unhealthy ? JSON.stringify(report.unhealthy) : "",
+      report?.unhealthy !== undefined ? "1" : "0",
+    ]);
+  }
+
+  async takeStops(workerId: string): Promise<string[]> {
+    return (await this.#run("takeStops", [0, workerId])) as string[];
+  }
+
+  async sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport> {
+    const total: SweepReport = { expired: 0, timedOut: [], requeued: [], lost: [] };
+    for (;;) {
+      const r = JSON.parse(await this.#run("sweep", [now, workerLossTimeoutMs, SWEEP_BATCH]));
+      const list = (v: unknown) => (Array.isArray(v) ? v : []);
+      total.expired += r.expired;
+      total.timedOut.push(...list(r.timedOut));
+      total.requeued.push(...list(r.requeued));
+      total.lost.push(...list(r.lost));
+      if (r.expired < SWEEP_BATCH && list(r.timedOut).length < SWEEP_BATCH) return total;
+    }
+  }
+
+  async scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats> {
+    const r = JSON.parse(await this.#run("scaling", [now, endpointId, workerLossTimeoutMs]));
+    return { ...r, workers: Array.isArray(r.workers) ? r.workers : [] };
+  }
+
+  async forgetWorker(workerId: string): Promise<void> {
+    await this.#run("forget", [0, workerId]);
+  }
+
+  async queueDepth(endpointId: string, now: number): Promise<number> {
+    return Number(await this.#client.send("ZCOUNT", [`${this.#prefix}st:${endpointId}:IN_QUEUE`, `(${now}`, "+inf"]));
+  }
+
+  async usage(): Promise<UsageRow[]> {
+    const jobs = await this.#hash("usage:jobs");
+    const costs = await this.#hash("usage:cost");
+    return Object.keys(jobs)
+      .sort()
+      .map((k) => {
+        const [keyId, endpointId] = k.split("\n") as [string, string];
+        return { keyId, endpointId, jobs: Number(jobs[k]), cost: Number(costs[k] ?? 0) / 1e10 };
+      });
+  }
+
+  async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {
+    const rows = (await this.#run("takeDue", [now, leaseMs, limit])) as string[];
+    return rows.map((r) => {
+      const d = JSON.parse(r);
+      return { id: d.id, url: d.url, job: toJob(JSON.parse(d.job)), attempts: d.attempts };
+    });
+  }
+
+  async deliveryDone(id: string): Promise<void> {
+    await this.#client.send("DEL", [`${this.#prefix}dl:${id}`]);
+    await this.#client.send("ZREM", [`${this.#prefix}dl`, id]);
+  }
+
+  async deliveryRetry(id: string, nextAt: number): Promise<void> {
+    await this.#client.send("HINCRBY", [`${this.#prefix}dl:${id}`, "attempts", "1"]);
+    await this.#client.send("ZADD", [`${this.#prefix}dl`, String(nextAt), id]);
+  }
+
+  async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
+    const requestId = crypto.randomUUID();
+    const r = (await this.#run("admit", [now, bucket, limit.requests, limit.concurrent ?? "", windowMs, requestId])) as [number, string?, number?];
+    if (r[0] !== 1) return { ok: false, why: r[1] as "window" | "concurrent", retryAfterSeconds: r[2]! };
+    const key = `${this.#prefix}rc:${bucket}`;
+    return {
+      ok: true,
+      release: async () => {
+        if (limit.concurrent !== undefined) await this.#client.send("ZREM", [key, requestId]);
+      },
+    };
+  }
+
+  async tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean> {
+    return (await this.#run("lease", [now, name, holder, ttlMs])) === 1;
+  }
+
+  async addKey(key: ApiKeyRecord): Promise<void> {
+    const added = await this.#client.send("HSETNX", [`${this.#prefix}keys`, key.hash, JSON.stringify(key)]);
+    if (Number(added) !== 1) throw new Error("an API key with this hash exists already");
+  }
+
+  async findKey(hash: string): Promise<ApiKeyRecord | null> {
+    const r = (await this.#client.send("HGET", [`${this.#prefix}keys`, hash])) as string | null;
+    return r ? JSON.parse(r) : null;
+  }
+
+  async listKeys(): Promise<ApiKeyRecord[]> {
+    const all = (await this.#client.send("HVALS", [`${this.#prefix}keys`])) as string[];
+    return all.map((k) => JSON.parse(k) as ApiKeyRecord).sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  async revokeKey(idOrName: string, now: number): Promise<boolean> {
+    return Number(await this.#run("revokeKey", [now, idOrName])) > 0;
+  }
+
+  async close(): Promise<void> {
+    this.#subscriber.close();
+    this.#client.close();
+  }
+}

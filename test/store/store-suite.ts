@@ -1,0 +1,215 @@
+import { describe, expect, test } from "bun:test";
+import { topics } from "../../runtime/server/store/store-events.ts";
+import type { NewJob, Store } from "../../runtime/server/store/store.ts";
+
+export const RETENTION = { syncMs: 60_000, asyncMs: 1_800_000 };
+const T0 = 1_790_000_000_000;
+const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+const newJob = (id: string, over: Partial<NewJob> = {}): NewJob => ({ id, endpointId: "ep", input: { id }, policy, sync: false, ...over });
+
+/** One suite for every Store backend: the same behaviour, whatever keeps the state. */
+export function runStoreSuite(name: string, open: () => Promise<Store>) {
+  const withStore = (fn: (s: Store) => Promise<void>) => async () => {
+    const store = await open();
+    try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  };
+
+  describe(`${name} store`, () => {
+    test("enqueue and get; an expired job is gone", withStore(async (s) => {
+      const job = await s.enqueue(newJob("a", { policy: { ...policy, ttl: 10_000 }, keyId: "k1", webhook: "http://x/h" }), T0);
+      expect(job).toMatchObject({ id: "a", endpointId: "ep", status: "IN_QUEUE", input: { id: "a" }, createdAt: T0, queuedAt: T0, expiresAt: T0 + 10_000, keyId: "k1", losses: 0, retries: 0 });
+      expect(await s.get("ep", "a", T0 + 9_999)).toEqual(job);
+      expect(await s.get("other", "a", T0)).toBeNull();
+      expect(await s.get("ep", "a", T0 + 10_000)).toBeNull();
+    }));
+
+    test("claim hands out jobs oldest first, up to max, per endpoint, skipping expired ones", withStore(async (s) => {
+      await s.enqueue(newJob("old", { policy: { ...policy, ttl: 10_000 } }), T0);
+      for (const id of ["b", "c", "d"]) await s.enqueue(newJob(id), T0 + 1);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0 + 1);
+      const got = await s.claim("ep", "w1", 2, T0 + 20_000);
+      expect(got.map((j) => [j.id, j.status, j.workerId, j.startedAt, j.deadline])).toEqual([
+        ["b", "IN_PROGRESS", "w1", T0 + 20_000, T0 + 80_000],
+        ["c", "IN_PROGRESS", "w1", T0 + 20_000, T0 + 80_000],
+      ]);
+      expect((await s.claim("ep", "w2", 5, T0 + 20_000)).map((j) => j.id)).toEqual(["d"]);
+      expect(await s.claim("ep", "w2", 5, T0 + 20_000)).toEqual([]);
+      expect(await s.queueDepth("other", T0 + 20_000)).toBe(1);
+    }));
+
+    test("progress, stream chunks read once each, and finish with final chunks only when nothing streamed", withStore(async (s) => {
+      for (const id of ["s", "p"]) await s.enqueue(newJob(id), T0);
+      await s.claim("ep", "w", 2, T0);
+      expect(await s.progress("w", "s", { pct: 5 }, T0)).toBe(true);
+      expect(await s.progress("intruder", "s", { pct: 9 }, T0)).toBe(false);
+      expect((await s.get("ep", "s", T0))!.progress).toEqual({ pct: 5 });
+      expect(await s.appendChunks("w", "s", ["a", { b: 1 }], T0)).toBe(true);
+      expect((await s.readStream("ep", "s", T0))!.chunks).toEqual(["a", { b: 1 }]);
+      await s.appendChunks("w", "s", [null], T0);
+      expect((await s.readStream("ep", "s", T0))!.chunks).toEqual([null]);
+      expect((await s.readStream("ep", "s", T0))!.chunks).toEqual([]);
+      const done = await s.finish("w", "s", { output: ["a", { b: 1 }, null] }, ["ignored"], T0 + 5);
+      expect(done).toMatchObject({ status: "COMPLETED", output: ["a", { b: 1 }, null], completedAt: T0 + 5, expiresAt: T0 + 5 + RETENTION.asyncMs });
+      expect((await s.readStream("ep", "s", T0 + 5))!.chunks).toEqual([]);
+      await s.finish("w", "p", { output: { whole: 1 } }, [{ whole: 1 }], T0 + 5);
+      expect((await s.readStream("ep", "p", T0 + 5))!).toMatchObject({ job: { status: "COMPLETED" }, chunks: [{ whole: 1 }] });
+    }));
+
+    test("finish is idempotent and ignores other workers; an error fails the job; cost is charged once", withStore(async (s) => {
+      await s.enqueue(newJob("f", { keyId: "k1", sync: true }), T0);
+      await s.enqueue(newJob("g", { keyId: "k1" }), T0);
+      await s.claim("ep", "w", 2, T0);
+      expect(await s.finish("other", "f", { output: 1 }, [], T0, 0.5)).toBeNull();
+      expect(await s.finish("w", "f", { output: 1 }, [], T0, 0.5)).toMatchObject({ status: "COMPLETED", output: 1, expiresAt: T0 + RETENTION.syncMs });
+      expect(await s.finish("w", "f", { output: 2 }, [], T0, 0.5)).toBeNull();
+      expect(await s.finish("w", "g", { error: "boom" }, [], T0, 0.25)).toMatchObject({ status: "FAILED", error: "boom" });
+      expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 1, cost: 0.5 }]);
+    }));
+
+    test("cancel: a queued job is not taken, a running one's worker is told, a finished one is unchanged", withStore(async (s) => {
+      for (const id of ["q", "r", "f"]) await s.enqueue(newJob(id), T0);
+      const [r, f] = await s.claim("ep", "w", 2, T0);
+      expect([r!.id, f!.id]).toEqual(["q", "r"]);
+      await s.enqueue(newJob("later"), T0);
+      await s.finish("w", "r", { output: 1 }, [], T0);
+      expect((await s.cancel("ep", "q", T0))!.status).toBe("CANCELLED");
+      expect(await s.takeStops("w")).toEqual(["q"]);
+      expect(await s.takeStops("w")).toEqual([]);
+      expect((await s.cancel("ep", "r", T0))!).toMatchObject({ status: "COMPLETED", output: 1 });
+      expect((await s.cancel("ep", "f", T0))!.status).toBe("CANCELLED");
+      expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["later"]);
+      expect(await s.cancel("ep", "nope", T0)).toBeNull();
+    }));
+
+    test("retry: only FAILED or TIMED_OUT, same id and input, output and chunks removed, counted", withStore(async (s) => {
+      await s.enqueue(newJob("r"), T0);
+      expect(await s.retry("ep", "r", T0)).toEqual({ kind: "conflict", status: "IN_QUEUE" });
+      expect(await s.retry("ep", "nope", T0)).toEqual({ kind: "not-found" });
+      await s.claim("ep", "w", 1, T0);
+      await s.appendChunks("w", "r", ["x"], T0);
+      await s.finish("w", "r", { error: "e" }, [], T0);
+      const out = await s.retry("ep", "r", T0 + 10);
+      expect(out.kind).toBe("retried");
+      if (out.kind !== "retried") return;
+      expect(out.job).toMatchObject({ id: "r", status: "IN_QUEUE", input: { id: "r" }, retries: 1, queuedAt: T0 + 10, expiresAt: T0 + 10 + policy.ttl });
+      expect(out.job.error).toBeUndefined();
+      expect((await s.readStream("ep", "r", T0 + 10))!.chunks).toEqual([]);
+      expect((await s.health("ep", T0 + 10, 60_000)).jobs).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 1, retried: 1 });
+    }));
+
+    test("purge removes queued jobs only; health counts exactly; recent pages newest first", withStore(async (s) => {
+      for (const id of ["1", "2", "3", "4"]) await s.enqueue(newJob(id), T0);
+      await s.claim("ep", "w", 1, T0);
+      await s.touchWorker("idle", "ep", T0);
+      await s.touchWorker("sick", "ep", T0, { unhealthy: { check: "gpu", reason: "ECC" } });
+      await s.touchWorker("w", "ep", T0);
+      expect(await s.health("ep", T0, 60_000)).toEqual({
+        jobs: { completed: 0, failed: 0, inProgress: 1, inQueue: 3, retried: 0 },
+        workers: { idle: 1, running: 1, initializing: 0, unhealthy: 1 },
+      });
+      const page1 = await s.recent("ep", T0, 3);
+      expect(page1.jobs.map((j) => j.id)).toEqual(["4", "3", "2"]);
+      expect((await s.recent("ep", T0, 3, page1.next)).jobs.map((j) => j.id)).toEqual(["1"]);
+      expect(await s.purgeQueue("ep", T0)).toBe(3);
+      expect(await s.get("ep", "2", T0)).toBeNull();
+      expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(0);
+      expect((await s.health("ep", T0 + 60_000, 60_000)).workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
+    }));
+
+    test("sweep: expiry, execution timeout (worker told), worker loss re-queues once then fails", withStore(async (s) => {
+      await s.enqueue(newJob("gone", { policy: { ...policy, ttl: 10_000 } }), T0);
+      await s.enqueue(newJob("slow", { policy: { ...policy, executionTimeout: 6_000 } }), T0 + 1);
+      await s.enqueue(newJob("lost"), T0 + 2);
+      await s.claim("ep", "busy", 1, T0 + 20_000); // "gone" expired: "slow" is taken
+      await s.claim("ep", "dies", 1, T0 + 20_000);
+      await s.touchWorker("busy", "ep", T0 + 20_000);
+      await s.touchWorker("dies", "ep", T0 + 20_000);
+      let r = await s.sweep(T0 + 26_000, 30_000);
+      expect(r).toEqual({ expired: 1, timedOut: [{ jobId: "slow", workerId: "busy" }], requeued: [], lost: [] });
+      expect((await s.get("ep", "slow", T0 + 26_000))!).toMatchObject({ status: "TIMED_OUT", error: "execution timeout of 6000 ms exceeded" });
+      expect(await s.takeStops("busy")).toEqual(["slow"]);
+      r = await s.sweep(T0 + 50_000, 30_000);
+      expect(r.requeued).toEqual(["lost"]);
+      expect((await s.get("ep", "lost", T0 + 50_000))!).toMatchObject({ status: "IN_QUEUE", losses: 1 });
+      await s.claim("ep", "dies-too", 1, T0 + 50_000);
+      await s.forgetWorker("dies-too");
+      await s.touchWorker("dies-too", "ep", T0 + 50_000);
+      await s.forgetWorker("dies-too");
+      r = await s.sweep(T0 + 50_001, 30_000);
+      expect(r.lost).toEqual(["lost"]);
+      expect((await s.get("ep", "lost", T0 + 50_001))!.error).toContain("worker dies-too was lost");
+    }));
+
+    test("scaling stats leave lowPriority jobs out of the queue that scales", withStore(async (s) => {
+      await s.enqueue(newJob("low", { policy: { ...policy, lowPriority: true } }), T0);
+      await s.enqueue(newJob("n1"), T0 + 5);
+      await s.enqueue(newJob("n2"), T0 + 9);
+      await s.touchWorker("w", "ep", T0 + 10);
+      await s.claim("ep", "w", 1, T0 + 10); // takes "low"
+      const stats = await s.scalingStats("ep", T0 + 10, 60_000);
+      expect(stats).toEqual({ queued: 2, queuedLowPriority: 0, inProgress: 1, oldestQueuedAt: T0 + 5, workers: [{ id: "w", running: 1, unhealthy: false, lastActive: T0 + 10 }] });
+      await s.enqueue(newJob("low2", { policy: { ...policy, lowPriority: true } }), T0 + 11);
+      expect((await s.scalingStats("ep", T0 + 11, 60_000)).queuedLowPriority).toBe(1);
+    }));
+
+    test("webhook calls are owed on final states, leased when taken, retried and forgotten", withStore(async (s) => {
+      await s.enqueue(newJob("h", { webhook: "http://127.0.0.1:9/h" }), T0);
+      await s.enqueue(newJob("c", { webhook: "http://127.0.0.1:9/c" }), T0);
+      await s.claim("ep", "w", 1, T0);
+      await s.finish("w", "h", { output: 1 }, [], T0);
+      await s.cancel("ep", "c", T0);
+      const due = await s.takeDueDeliveries(T0, 15_000, 10);
+      expect(due.map((d) => [d.url, d.job.id, d.job.status, d.attempts]).sort()).toEqual([
+        ["http://127.0.0.1:9/c", "c", "CANCELLED", 0],
+        ["http://127.0.0.1:9/h", "h", "COMPLETED", 0],
+      ]);
+      expect(await s.takeDueDeliveries(T0 + 14_999, 15_000, 10)).toEqual([]);
+      const h = due.find((d) => d.job.id === "h")!;
+      await s.deliveryRetry(h.id, T0 + 10_000);
+      await s.deliveryDone(due.find((d) => d.job.id === "c")!.id);
+      const again = await s.takeDueDeliveries(T0 + 10_000, 15_000, 10);
+      expect(again.map((d) => [d.id, d.attempts])).toEqual([[h.id, 1]]);
+      await s.deliveryDone(h.id);
+      expect(await s.takeDueDeliveries(T0 + 100_000, 15_000, 10)).toEqual([]);
+    }));
+
+    test("request admission: per window and concurrent, refusals not counted, release frees a slot", withStore(async (s) => {
+      const limit = { requests: 3, concurrent: 2 };
+      const a = await s.admitRequest("ep:run", limit, 10_000, T0);
+      const b = await s.admitRequest("ep:run", limit, 10_000, T0);
+      expect([a.ok, b.ok]).toEqual([true, true]);
+      expect(await s.admitRequest("ep:run", limit, 10_000, T0 + 1)).toEqual({ ok: false, why: "concurrent", retryAfterSeconds: 1 });
+      if (a.ok) await a.release();
+      expect((await s.admitRequest("ep:run", limit, 10_000, T0 + 2)).ok).toBe(true);
+      expect(await s.admitRequest("ep:run", { requests: 3 }, 10_000, T0 + 2_500)).toEqual({ ok: false, why: "window", retryAfterSeconds: 8 });
+      expect((await s.admitRequest("ep:status", { requests: 3 }, 10_000, T0 + 2_500)).ok).toBe(true);
+      expect((await s.admitRequest("ep:run", { requests: 3 }, 10_000, T0 + 10_000)).ok).toBe(true);
+    }));
+
+    test("keys: stored by hash, listed, revoked by id or name", withStore(async (s) => {
+      await s.addKey({ id: "key_1", name: "ci", hash: "h1", createdAt: T0, scope: "full" });
+      await s.addKey({ id: "key_2", name: "ro", hash: "h2", createdAt: T0 + 1, scope: "read-only", endpoints: ["a"] });
+      expect(await s.findKey("h2")).toEqual({ id: "key_2", name: "ro", hash: "h2", createdAt: T0 + 1, scope: "read-only", endpoints: ["a"] });
+      expect(await s.findKey("nope")).toBeNull();
+      expect((await s.listKeys()).map((k) => k.id)).toEqual(["key_1", "key_2"]);
+      expect(await s.revokeKey("ci", T0 + 5)).toBe(true);
+      expect(await s.revokeKey("ci", T0 + 6)).toBe(false);
+      expect((await s.findKey("h1"))!.revokedAt).toBe(T0 + 5);
+    }));
+
+    test("events: a queued job and a stop are announced", withStore(async (s) => {
+      const heard: string[] = [];
+      const offs = [topics.queue("ep"), topics.stop("w")].map((t) => s.events.on(t, () => heard.push(t)));
+      await s.enqueue(newJob("e"), T0);
+      await s.claim("ep", "w", 1, T0);
+      await s.cancel("ep", "e", T0);
+      for (let i = 0; i < 1_000 && heard.length < 2; i++) await Bun.sleep(1);
+      expect(heard.sort()).toEqual([topics.queue("ep"), topics.stop("w")]);
+      offs.forEach((off) => off());
+    }));
+  });
+}
