@@ -19,7 +19,7 @@ export interface TestLoop extends AsyncDisposable {
 export function startLoop(
   srv: TestServer,
   handler: Handler<any, any>,
-  options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number } = {},
+  options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number; handlerOptions?: unknown } = {},
 ): TestLoop {
   const workerId = options.workerId ?? `w-${crypto.randomUUID().slice(0, 6)}`;
   const clock = options.clock ?? systemClock;
@@ -35,6 +35,7 @@ export function startLoop(
     timeoutGraceMs: options.timeoutGraceMs ?? 5_000,
     drainTimeoutMs: options.drainTimeoutMs ?? 5_000,
     exit: (code) => exits.push(code),
+    handlerOptions: options.handlerOptions,
   });
   const finished = loop.run();
   return {
