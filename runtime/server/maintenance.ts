@@ -13,7 +13,7 @@ export function startMaintenance(
   deps: AppDeps & { files: LocalFileStore; serverId: string },
 ): { sweep: () => Promise<void>; stop: () => Promise<void> } {
   const { store, clock, config, log, files } = deps;
-  const leaseMs = Math.max(3_000, 3 * config.server.sweepIntervalMs);
+  const leaseMs = Math.max(300, 3 * config.server.sweepIntervalMs);
   const stopped = new AbortController();
   let lastPrune = clock.now();
 

@@ -117,7 +117,7 @@ export class Scaler {
   /** A tick, on the server that holds the duties lease only (several servers, one store). */
   async #leaderTick(): Promise<void> {
     const { store, clock, config } = this.#deps;
-    const leaseMs = Math.max(3_000, 3 * Math.max(config.server.sweepIntervalMs, config.server.scaleIntervalMs));
+    const leaseMs = Math.max(300, 3 * Math.max(config.server.sweepIntervalMs, config.server.scaleIntervalMs));
     if (await store.tryLease(DUTIES_LEASE, this.#serverId, leaseMs, clock.now())) await this.tick();
   }
 

@@ -6,12 +6,16 @@ import { SqliteStore } from "./sqlite-store.ts";
 const isRedis = (url: string) => /^rediss?:\/\//.test(url);
 
 /**
- * Picks a backend by URL: `redis://` or `rediss://` (several servers share it), else a
- * directory (or `sqlite:DIR`) for the embedded store.
+ * Picks a backend by URL: `redis://host:port[/db][?prefix=NAME]` or `rediss://` (several servers
+ * share it), else a directory (or `sqlite:DIR`) for the embedded store.
  */
 export async function createStore(url: string, options: StoreOptions): Promise<Store> {
-  if (isRedis(url)) return RedisStore.connect(url, options);
-  return openEmbeddedStore(url, options);
+  if (!isRedis(url)) return openEmbeddedStore(url, options);
+  // ?prefix=NAME namespaces the keys, so several Spool deployments can share one Redis.
+  const parsed = new URL(url);
+  const prefix = parsed.searchParams.get("prefix");
+  parsed.searchParams.delete("prefix");
+  return RedisStore.connect(parsed.toString(), options, prefix ? `{${prefix}}:` : undefined);
 }
 
 /** The embedded SQLite store in a directory; no connection to wait for. */
