@@ -1,7 +1,7 @@
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { LIMITS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
-import { describeIssues } from "../protocol/job-request.ts";
+import { describeIssues, s3ConfigSchema } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
 
 const opLimit = (op: RateLimitedOperation) =>
@@ -82,6 +82,11 @@ export const serverConfigSchema = z.strictObject({
   syncRetentionMs: z.number().int().min(0).default(LIMITS.syncRetention),
   /** Base URL that file URLs are built on; the request's origin when unset. */
   publicUrl: z.string().url().optional(),
+  /**
+   * A bucket for files workers upload for jobs without their own s3Config (instead of the data
+   * directory): needed when several servers share a store.
+   */
+  files: s3ConfigSchema.optional(),
   /** How long signed URLs of uploaded files work (and files are kept). @default 604800000 */
   fileUrlTtlMs: z.number().int().min(1).default(7 * 24 * 3600_000),
   /** The window of the per-operation rate limits. @default 10000 */

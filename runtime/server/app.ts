@@ -2,13 +2,14 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { authenticate, authorize } from "./access.ts";
-import type { LocalFileStore } from "./files/file-store.ts";
+import type { FileStore, LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
+import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 
 /** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
-export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEnv> {
+export function createApp(deps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
   const { config, log } = deps;
   const app = new Hono<AppEnv>();
 
@@ -27,8 +28,9 @@ export function createApp(deps: AppDeps & { files: LocalFileStore }): Hono<AppEn
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
+  app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
-  app.route("/files", fileDownloadRoutes(deps, deps.files));
+  app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 

@@ -1,5 +1,5 @@
 import type { AppDeps } from "./app-deps.ts";
-import type { LocalFileStore } from "./files/file-store.ts";
+import type { FileStore } from "./files/file-store.ts";
 
 const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
 /** The lease under which one server runs retention, expiry, timeouts, worker loss and scaling. */
@@ -10,7 +10,7 @@ export const DUTIES_LEASE = "duties";
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
 export function startMaintenance(
-  deps: AppDeps & { files: LocalFileStore; serverId: string },
+  deps: AppDeps & { files: FileStore; serverId: string },
 ): { sweep: () => Promise<void>; stop: () => Promise<void> } {
   const { store, clock, config, log, files } = deps;
   const leaseMs = Math.max(300, 3 * config.server.sweepIntervalMs);

@@ -3,6 +3,7 @@ import type { Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
 import { LocalFileStore } from "./files/file-store.ts";
+import { S3FileStore } from "./files/s3-file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
 import { InputSchemas } from "./input-schemas.ts";
 import { createKey } from "./keys/api-keys.ts";
@@ -42,7 +43,8 @@ export function startServer(options: {
   const store =
     options.store ??
     openEmbeddedStore(storeUrl(config), storeOptions(config));
-  const files = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
+  const localFiles = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
+  const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
   const base = { store, config, clock, log };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
@@ -51,6 +53,7 @@ export function startServer(options: {
   const deps = {
     ...base,
     files,
+    localFiles,
     inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
     workerSeen: (id: string) => scaler.seen(id),

@@ -121,6 +121,17 @@ describe("ctx.upload through a real queue server and WorkerLoop", () => {
     expect(await fetchBytes(url.href)).toEqual({ status: 200, type: "image/png", bytes: PNG_BYTES });
   });
 
+  test("with a bucket configured on the server, a job without s3Config gets a presigned URL in that bucket", async () => {
+    await using srv = await startTestServer({ server: { takeWaitMs: 10_000, files: { ...s3, objectPath: "server-files" } } });
+    await using _worker = startWorker(srv);
+    const [, body] = await srv.json("POST", "/v2/echo/runsync", { input: { name: "photo.png" } });
+    expect(body.status).toBe("COMPLETED");
+    const url = new URL(body.output.url);
+    expect(`${url.origin}${url.pathname}`).toBe(`${s3.endpointUrl}/${s3.bucketName}/server-files/echo/${body.id}/photo.png`);
+    expect(url.searchParams.get("X-Amz-Expires")).toBe("604800");
+    expect(await fetchBytes(url.href)).toEqual({ status: 200, type: "image/png", bytes: PNG_BYTES });
+  });
+
   test("a job without s3Config returns a signed /files/ URL of the server; a changed URL answers 403", async () => {
     await using srv = await startTestServer({ server: { takeWaitMs: 10_000 } });
     await using _worker = startWorker(srv);

@@ -3,11 +3,19 @@ import { dataSecret, randomBase64 } from "../data-secret.ts";
 import { join } from "node:path";
 import { checkFileName } from "../../worker/uploads.ts";
 
+/** Where the server keeps files that workers upload for jobs without their own s3Config. */
+export interface FileStore {
+  /** Stores a job's file and returns a URL for it that works for the configured time. */
+  put(endpointId: string, jobId: string, name: string, data: Blob, contentType: string, now: number, origin: string): Promise<string>;
+  /** Removes files past their lifetime (a bucket's own lifecycle rules do this for S3). */
+  prune(now: number): number;
+}
+
 /**
- * Files that workers upload for jobs without s3Config, kept under the data directory and served
- * at URLs signed with HMAC-SHA256 that expire (7 days by default).
+ * Files kept under the data directory and served by this server at URLs signed with
+ * HMAC-SHA256 that expire (7 days by default).
  */
-export class LocalFileStore {
+export class LocalFileStore implements FileStore {
   readonly #dir: string;
   readonly #secret: string;
 
@@ -32,14 +40,15 @@ export class LocalFileStore {
     return new Bun.CryptoHasher("sha256", this.#secret).update(`${key}\n${expires}`).digest("hex");
   }
 
-  /** Saves the file and returns the query string (expires, sig) of its signed URL. */
-  async put(endpointId: string, jobId: string, name: string, data: Blob, contentType: string, now: number): Promise<string> {
+  /** Saves the file and returns its signed URL under `origin`/files/. */
+  async put(endpointId: string, jobId: string, name: string, data: Blob, contentType: string, now: number, origin: string): Promise<string> {
     const path = this.#path(endpointId, jobId, name);
     mkdirSync(join(this.#dir, endpointId, jobId), { recursive: true });
     await Bun.write(path, data);
     writeFileSync(this.#typePath(endpointId, jobId, name), contentType.slice(0, 200));
     const expires = now + this.ttlMs;
-    return `expires=${expires}&sig=${this.#sign(`${endpointId}/${jobId}/${name}`, expires)}`;
+    const sig = this.#sign(`${endpointId}/${jobId}/${name}`, expires);
+    return `${origin}/files/${endpointId}/${jobId}/${name}?expires=${expires}&sig=${sig}`;
   }
 
   /** The file when the signature is right and unexpired; null otherwise. */

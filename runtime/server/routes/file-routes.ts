@@ -2,12 +2,12 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { limitBody } from "../request-input.ts";
-import type { LocalFileStore } from "../files/file-store.ts";
+import type { FileStore, LocalFileStore } from "../files/file-store.ts";
 
 const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
 
 /** PUT /v2/<ep>/job-files/<worker>/<job>/<name>: a worker stores a job's file; answers {url}. */
-export function fileUploadRoutes(deps: AppDeps, files: LocalFileStore): Hono<AppEnv> {
+export function fileUploadRoutes(deps: AppDeps, files: FileStore): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.put("/job-files/:worker/:job/:name", limitBody(MAX_UPLOAD_BYTES), async (c) => {
     const { worker, job: jobId, name } = c.req.param();
@@ -17,14 +17,16 @@ export function fileUploadRoutes(deps: AppDeps, files: LocalFileStore): Hono<App
     }
     const data = await c.req.blob();
     const type = c.req.header("content-type") ?? "application/octet-stream";
-    let query: string;
+    const origin = deps.config.server.publicUrl ?? new URL(c.req.url).origin;
+    let url: string;
     try {
-      query = await files.put(c.var.endpointId, jobId, name, data, type, deps.clock.now());
+      url = await files.put(c.var.endpointId, jobId, name, data, type, deps.clock.now(), origin);
     } catch (err) {
-      throw new HttpError(400, (err as Error).message);
+      const message = (err as Error).message;
+      if (message.startsWith("invalid upload name")) throw new HttpError(400, message);
+      throw err;
     }
-    const base = deps.config.server.publicUrl ?? new URL(c.req.url).origin;
-    return c.json({ url: `${base}/files/${c.var.endpointId}/${jobId}/${name}?${query}` });
+    return c.json({ url });
   });
   return app;
 }
