@@ -9,7 +9,7 @@ export function imageCost(width: number, height: number, pricePerMegapixel: numb
   const num = BigInt(width) * BigInt(height) * digits * 10n ** 10n;
   const den = 10n ** BigInt(6 + scale);
   const units = (num + den - 1n) / den;
-  return Number(units) / 1e10;
+  return Number(`${units}e-10`);
 }
 
 /** A non-negative finite number as digits * 10^-scale, from its shortest decimal form. */

@@ -18,7 +18,7 @@ export interface TestLoop extends AsyncDisposable {
 /** A real WorkerLoop in this process, speaking HTTP to the test server. */
 export function startLoop(
   srv: TestServer,
-  handler: Handler<any, any>,
+  handler: Handler<any, any, any>,
   options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number; handlerOptions?: unknown } = {},
 ): TestLoop {
   const workerId = options.workerId ?? `w-${crypto.randomUUID().slice(0, 6)}`;
