@@ -61,5 +61,19 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   });
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));
+  if (env[EXIT_WITH_PARENT_ENV] === "1") exitWithParent(log);
   return loop.run();
+}
+
+/** Set by the scaler: a worker it started must not outlive it (a server killed with SIGKILL). */
+export const EXIT_WITH_PARENT_ENV = "SPOOL_EXIT_WITH_PARENT";
+
+function exitWithParent(log: { warn: (m: string) => void }): void {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) {
+      log.warn("the server that started this worker is gone; exiting");
+      process.exit(1);
+    }
+  }, 1_000).unref();
 }

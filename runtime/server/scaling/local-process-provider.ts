@@ -13,7 +13,14 @@ export class LocalProcessProvider implements WorkerProvider {
     const flags = ["--no-supervise", "--worker-id", spec.workerId, "--url", spec.serverUrl, "--endpoint", spec.endpointId];
     const cmd = isSource(spec.handler) ? [process.execPath, CLI, "worker", spec.handler, ...flags] : [spec.handler, ...flags];
     const proc = Bun.spawn(cmd, {
-      env: { ...process.env, ...spec.env, SPOOL_API_KEY: spec.apiKey, RUNPOD_WEBHOOK_GET_JOB: undefined, RUNPOD_POD_ID: undefined },
+      env: {
+        ...process.env,
+        ...spec.env,
+        SPOOL_API_KEY: spec.apiKey,
+        SPOOL_EXIT_WITH_PARENT: "1", // a server killed with SIGKILL leaves no worker behind
+        RUNPOD_WEBHOOK_GET_JOB: undefined,
+        RUNPOD_POD_ID: undefined,
+      },
       stdio: ["ignore", "inherit", "inherit"],
     });
     return {

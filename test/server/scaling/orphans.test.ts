@@ -1,0 +1,34 @@
+import { expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { spawnProcess } from "../../helpers/spawned.ts";
+import { until } from "../../helpers/worker-loop.ts";
+
+const CLI = resolve(import.meta.dir, "../../../runtime/cli.ts");
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test("a server killed with SIGKILL leaves no worker process behind", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-orphans-"));
+  try {
+    await using server = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", dir]);
+    const [, url] = await server.waitFor(/Spool listening on (\S+)/);
+    const [key] = await server.waitFor(/^\s+spool_\S+$/);
+    const res = await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: { authorization: key!.trim() }, body: '{"input":{"a":1}}' });
+    expect(((await res.json()) as { status: string }).status).toBe("COMPLETED");
+    const children = Bun.spawnSync(["pgrep", "-P", String(server.proc.pid)]).stdout.toString().trim().split("\n").filter(Boolean).map(Number);
+    expect(children.length).toBe(1);
+    server.proc.kill(9);
+    await server.proc.exited;
+    await until(() => !alive(children[0]!), "the orphaned worker to exit");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
