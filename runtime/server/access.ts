@@ -18,6 +18,7 @@ const LIMITED: Record<string, RateLimitedOperation> = {
   cancel: "cancel",
   "purge-queue": "purge-queue",
   openai: "openai",
+  compat: "openai",
   requests: "requests",
 };
 
