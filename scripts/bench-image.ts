@@ -1,0 +1,218 @@
+#!/usr/bin/env bun
+/**
+ * Image benchmark on the tiny models: seconds per denoising step at 256x256 and 1024x1024,
+ *   - through the endpoint: a real `spool serve` (own process) whose scaler runs one worker per
+ *     image endpoint (own processes); per step = (time of a max-step job - time of a 1-step
+ *     job) / (max - 1), so text encoding, VAE, encoding and upload cancel out (max: 8 fast,
+ *     50 quality); the two kinds of job alternate;
+ *   - directly: the same transformer graph in an onnxruntime-node session in this process, fed
+ *     tensors of the same shapes;
+ * and their ratio (the pipeline's overhead per step), plus whole 4-step images both ways.
+ *
+ *   bun scripts/bench-image.ts [--repeat 5] [--device cpu]
+ *
+ * Times are the fastest of --repeat runs (each after a warm-up at its shape): on a machine shared
+ * with other work the fastest run is the one least disturbed. It prints figures; it asserts
+ * nothing but that every job completed.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import * as ort from "onnxruntime-node";
+import { checkDevice } from "../handlers/image/device.ts";
+import { FluxPipeline } from "../handlers/image/pipeline.ts";
+import { makeTinyFlux } from "../handlers/image/tiny-model/make-tiny-flux.ts";
+
+const ROOT = join(import.meta.dir, "..");
+const { values: flags } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: { repeat: { type: "string", default: "5" }, device: { type: "string", default: "cpu" } },
+});
+const REPEAT = Math.max(1, Number(flags.repeat) || 5);
+const DEVICE = flags.device as "cpu" | "cuda" | "webgpu";
+const SIZES = [256, 1024] as const;
+const VARIANTS = [
+  { endpoint: "image-fast", tiny: "schnell", t5: 256, maxSteps: 8 },
+  { endpoint: "image-quality", tiny: "dev", t5: 512, maxSteps: 50 },
+] as const;
+
+const fastest = (xs: number[]) => Math.min(...xs);
+const fmt = (s: number) => (s < 0.01 ? `${(s * 1000).toFixed(2)} ms` : `${s.toFixed(3)} s`);
+
+const gpuNote = async () => {
+  const lines: string[] = [];
+  for (const d of ["cuda", "webgpu"] as const) {
+    const why = await checkDevice(d).then(() => "available", (e: Error) => e.message.split(";")[0]!.slice(0, 160));
+    lines.push(`  ${d}: ${why}`);
+  }
+  return lines.join("\n");
+};
+
+const tmp = mkdtempSync(join(tmpdir(), "spool-bench-image-"));
+const models = { dev: join(tmp, "dev"), schnell: join(tmp, "schnell") };
+let madeIn = performance.now();
+await makeTinyFlux(models.dev, { variant: "dev" });
+const devMs = performance.now() - madeIn;
+madeIn = performance.now();
+await makeTinyFlux(models.schnell, { variant: "schnell" });
+const schnellMs = performance.now() - madeIn;
+
+// ---------------------------------------------------------------------------------------------
+// Direct: the transformer graph alone, then whole images through FluxPipeline in this process
+
+async function directStep(model: string, t5: number, size: number): Promise<number> {
+  const session = await ort.InferenceSession.create(join(model, "transformer/model.onnx"), {
+    executionProviders: [DEVICE],
+    graphOptimizationLevel: "all",
+  });
+  const tokens = (size / 16) ** 2;
+  const f = (dims: number[], v = 0.1) => new ort.Tensor("float32", new Float32Array(dims.reduce((a, b) => a * b)).fill(v), dims);
+  const feeds: Record<string, ort.Tensor> = {
+    hidden_states: f([1, tokens, 64]),
+    encoder_hidden_states: f([1, t5, 32]),
+    pooled_projections: f([1, 32]),
+    timestep: f([1], 0.5),
+    img_ids: f([tokens, 3]),
+    txt_ids: f([t5, 3], 0),
+  };
+  if (session.inputNames.includes("guidance")) feeds.guidance = f([1], 3.5);
+  await session.run(feeds); // warm-up: first run at a shape allocates
+  const times: number[] = [];
+  for (let i = 0; i < REPEAT * 3; i++) {
+    const t0 = performance.now();
+    await session.run(feeds);
+    times.push((performance.now() - t0) / 1000);
+  }
+  await session.release();
+  return fastest(times);
+}
+
+async function directImage(model: string, t5: number, size: number, steps: number): Promise<number> {
+  const p = await FluxPipeline.load(model, { device: DEVICE, maxSequenceLength: t5 });
+  const req = { prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1, trueCfg: false };
+  await p.generate(req);
+  const times: number[] = [];
+  for (let i = 0; i < REPEAT; i++) {
+    const t0 = performance.now();
+    await p.generate(req);
+    times.push((performance.now() - t0) / 1000);
+  }
+  await p.dispose();
+  return fastest(times);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the endpoint: spool serve + its own worker processes
+
+interface Server {
+  url: string;
+  key: string;
+  proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  output: () => string;
+}
+
+async function drain(stream: ReadableStream<Uint8Array>, onText: (s: string) => void): Promise<void> {
+  const decoder = new TextDecoder();
+  for await (const chunk of stream) onText(decoder.decode(chunk, { stream: true }));
+}
+
+async function startServer(): Promise<Server> {
+  const dataDir = join(tmp, "data");
+  mkdirSync(dataDir);
+  const configPath = join(tmp, "bench.toml");
+  const endpoint = (id: string, handler: string, model: string) =>
+    `[endpoints.${id}]\nhandler = "${join(ROOT, "handlers/image", handler)}"\nworkersMin = 1\nworkersMax = 1\n\n[endpoints.${id}.options]\nmodel = "${model}"\ndevice = "${DEVICE}"\n`;
+  writeFileSync(
+    configPath,
+    `[server]\nhost = "127.0.0.1"\ntakeWaitMs = 20000\n\n${endpoint("image-fast", "fast.ts", models.schnell)}\n${endpoint("image-quality", "quality.ts", models.dev)}`,
+  );
+  const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir, "--config", configPath], {
+    cwd: ROOT,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let out = "";
+  let err = "";
+  const server: Server = { url: "", key: "", proc, output: () => `--- stdout\n${out}--- stderr\n${err.slice(-5000)}` };
+  const ready = Promise.withResolvers<void>();
+  void drain(proc.stdout, (s) => {
+    out += s;
+    const key = /created one named "default"[^\n]*\n\s*\n?\s*(\S+)\s*\n/.exec(out)?.[1];
+    const url = /Spool listening on (http:\/\/\S+)/.exec(out)?.[1];
+    if (key && url && !server.url) {
+      Object.assign(server, { key, url });
+      ready.resolve();
+    }
+  });
+  void drain(proc.stderr, (s) => (err += s));
+  void proc.exited.then((code) => ready.reject(new Error(`server exited with ${code}\n${server.output()}`)));
+  await ready.promise;
+  return server;
+}
+
+async function runsync(server: Server, endpoint: string, input: Record<string, unknown>): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(`${server.url}/v2/${endpoint}/runsync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.key}` },
+    body: JSON.stringify({ input }),
+  });
+  const body = (await res.json()) as { status?: string };
+  if (body.status !== "COMPLETED") throw new Error(`${endpoint} job ended ${JSON.stringify(body)}`);
+  return (performance.now() - t0) / 1000;
+}
+
+/** Fastest time of a job with each step count, the counts alternating run by run. */
+async function endpointTimes(server: Server, endpoint: string, size: number, stepCounts: number[]): Promise<number[]> {
+  const input = (steps: number) => ({ prompt: "a red cat", width: size, height: size, num_inference_steps: steps, seed: 1, image_format: "png" });
+  await runsync(server, endpoint, input(1)); // warm-up at this shape
+  const times = stepCounts.map(() => [] as number[]);
+  for (let i = 0; i < REPEAT; i++) {
+    for (const [k, steps] of stepCounts.entries()) times[k]!.push(await runsync(server, endpoint, input(steps)));
+  }
+  return times.map(fastest);
+}
+
+async function waitForWorkers(server: Server): Promise<void> {
+  for (const v of VARIANTS) {
+    for (let i = 0; ; i++) {
+      const res = await fetch(`${server.url}/v2/${v.endpoint}/health`, { headers: { authorization: `Bearer ${server.key}` } });
+      const { workers } = (await res.json()) as { workers: { idle: number } };
+      if (workers.idle >= 1) break;
+      if (i > 600) throw new Error(`no ${v.endpoint} worker became idle\n${server.output()}`);
+      await Bun.sleep(100);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const server = await startServer();
+try {
+  await waitForWorkers(server);
+  console.log(`bench-image: tiny models, device ${DEVICE}, ${cpus().length} CPU cores (${cpus()[0]?.model ?? "?"}), bun ${Bun.version}, fastest of ${REPEAT}`);
+  console.log(`tiny model generation: dev ${(devMs / 1000).toFixed(2)} s, schnell ${(schnellMs / 1000).toFixed(2)} s\n`);
+  console.log("seconds per step | endpoint | transformer session alone | overhead ratio");
+  console.log("---|---:|---:|---:");
+  const whole: string[] = [];
+  for (const v of VARIANTS) {
+    for (const size of SIZES) {
+      const [one, four, many] = await endpointTimes(server, v.endpoint, size, [1, 4, v.maxSteps]);
+      const perStep = (many! - one!) / (v.maxSteps - 1);
+      const direct = await directStep(models[v.tiny], v.t5, size);
+      console.log(`${v.endpoint} ${size}x${size} | ${fmt(perStep)} | ${fmt(direct)} | ${(perStep / direct).toFixed(2)}`);
+      const fourDirect = await directImage(models[v.tiny], v.t5, size, 4);
+      whole.push(`${v.endpoint} ${size}x${size} | ${fmt(four!)} | ${fmt(fourDirect)} | ${(four! / fourDirect).toFixed(2)}`);
+    }
+  }
+  console.log("\nwhole 4-step image | endpoint (POST /runsync, png, upload) | FluxPipeline in-process | ratio");
+  console.log("---|---:|---:|---:");
+  for (const line of whole) console.log(line);
+  console.log(`\nGPU: not measured. No GPU machine was available in this session; on this machine:\n${await gpuNote()}`);
+} finally {
+  server.proc.kill("SIGTERM");
+  await server.proc.exited;
+  rmSync(tmp, { recursive: true, force: true });
+}
