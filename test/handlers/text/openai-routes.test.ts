@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { startTestServer } from "../../helpers/test-server.ts";
+import { until } from "../../helpers/worker-loop.ts";
 import { startTextServer, TEXT_HANDLER, type TextServer } from "./text-server.ts";
 
 let t: TextServer;
@@ -77,6 +78,26 @@ describe("the official openai client", () => {
     const models = [];
     for await (const m of compat.models.list()) models.push(m);
     expect(models).toEqual([{ id: "tiny", object: "model", created: expect.any(Number), owned_by: "spool" }]);
+  });
+
+  test("a client that goes away mid-stream cancels its job", async () => {
+    const abort = new AbortController();
+    const stream = await client.chat.completions.create(
+      { model: "tiny", messages, max_tokens: 480, stream: true },
+      { signal: abort.signal },
+    );
+    for await (const _chunk of stream) {
+      abort.abort();
+      break;
+    }
+    const [, page] = await t.srv.json("GET", "/v2/text/requests?limit=1");
+    const id = page.requests[0].id;
+    const job = await until(async () => {
+      const j = await t.srv.store.get("text", id, Date.now());
+      return j?.status !== "IN_PROGRESS" && j;
+    }, "the job to end");
+    expect(job.status).toBe("CANCELLED");
+    await until(() => t.text.engine()!.stats.running === 0, "the sequence to be freed");
   });
 
   test("requests travel through the queue as {openai_route, openai_input} jobs", async () => {
