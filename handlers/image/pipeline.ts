@@ -95,11 +95,13 @@ export class FluxPipeline {
     const batch = negative ? 2 : 1;
     const cond = negative ? stack([positive, negative]) : positive;
     const textLen = cond.t5.dims[1]!;
+    // diffusers >= 0.31 exports take ids as [seq, 3]; older ones as [1, seq, 3]
+    const idDims = (n: number) => (this.#rank("img_ids") === 3 ? [1, n, 3] : [n, 3]);
     const fixed: Record<string, ort.Tensor> = {
       encoder_hidden_states: cond.t5,
       pooled_projections: cond.pooled,
-      img_ids: new ort.Tensor("float32", imageIds(rows, cols), [count, 3]),
-      txt_ids: new ort.Tensor("float32", new Float32Array(textLen * 3), [textLen, 3]),
+      img_ids: new ort.Tensor("float32", imageIds(rows, cols), idDims(count)),
+      txt_ids: new ort.Tensor("float32", new Float32Array(textLen * 3), idDims(textLen)),
     };
     if (this.hasGuidanceEmbedding) fixed.guidance = new ort.Tensor("float32", new Float32Array(batch).fill(req.guidance), [batch]);
 
@@ -135,6 +137,12 @@ export class FluxPipeline {
       throw new Error(`the VAE decoder returned ${sample.dims.join("x")}, expected [1, 3, ${height}, ${width}]`);
     }
     return toRgb(sample.data as Float32Array, width, height);
+  }
+
+  /** The rank a transformer input is declared with (0 when the graph does not say). */
+  #rank(name: string): number {
+    const meta = this.transformer.inputMetadata.find((m) => m.name === name);
+    return meta?.isTensor ? meta.shape.length : 0;
   }
 
   /** Releases every session; the pipeline cannot be used afterwards. Safe to call twice. */

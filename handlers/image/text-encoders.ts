@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import type { Device } from "./options.ts";
@@ -34,14 +35,16 @@ export class TextEncoders {
     // Model ids below are absolute paths, joined onto this.
     hf.env.localModelPath = "/";
     const at = (sub: string) => join(root, sub);
-    const common = { local_files_only: true, subfolder: "", model_file_name: "model", dtype: "fp32", device } as const;
+    // Real T5-XXL and large CLIP exports keep their weights beside the graph (model.onnx_data).
+    const options = (sub: string) =>
+      ({ local_files_only: true, subfolder: "", model_file_name: "model", dtype: "fp32", device, use_external_data_format: existsSync(join(root, sub, "model.onnx_data")) }) as const;
     const [clipTokenizer, t5Tokenizer, clip, t5] = await Promise.all([
       hf.AutoTokenizer.from_pretrained(at("tokenizer"), { local_files_only: true }),
       hf.AutoTokenizer.from_pretrained(at("tokenizer_2"), { local_files_only: true }),
-      hf.CLIPTextModel.from_pretrained(at("text_encoder"), common),
+      hf.CLIPTextModel.from_pretrained(at("text_encoder"), options("text_encoder")),
       // transformers.js has no T5EncoderModel class; the base class runs an encoder-only graph,
       // and would warn that it "assumes encoder-only", which is what this is.
-      quietly(hf, () => hf.PreTrainedModel.from_pretrained(at("text_encoder_2"), common)),
+      quietly(hf, () => hf.PreTrainedModel.from_pretrained(at("text_encoder_2"), options("text_encoder_2"))),
     ]);
     return new TextEncoders(clipTokenizer, clip, t5Tokenizer, t5, t5Length);
   }
