@@ -14,7 +14,7 @@ export interface JobResponse {
 export interface StreamResponse {
   id: string;
   status: JobStatus;
-  stream: { output: unknown }[];
+  stream: { output: unknown; metrics?: unknown }[];
 }
 
 export interface HealthResponse {

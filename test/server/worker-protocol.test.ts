@@ -181,3 +181,21 @@ describe("ping and job-stop", () => {
     expect(await w1.stops()).toEqual([]);
   });
 });
+
+describe("stream elements", () => {
+  test("a yielded value is wrapped as {output}; a chunk already shaped {output, metrics} is passed as it is", async () => {
+    await using srv = await startTestServer();
+    const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: {} });
+    const w = protocolWorker(srv, "echo", "w1");
+    await w.take();
+    const specChunk = { output: { input_tokens: 3, output_tokens: 1, text: ["a"] }, metrics: { stream_index: 0 } };
+    await w.stream(id, "plain");
+    await w.stream(id, specChunk);
+    await w.stream(id, { output: "only output" });
+    expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1].stream).toEqual([
+      { output: "plain" },
+      specChunk,
+      { output: { output: "only output" } },
+    ]);
+  });
+});

@@ -113,7 +113,7 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
     );
     const r = read ? read.r : await store.readStream(endpointId, id, clock.now());
     if (!r) throw notFound(id);
-    const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map((output) => ({ output })) };
+    const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map(streamElement) };
     return c.json(body);
   });
 
@@ -157,4 +157,16 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   });
 
   return app;
+}
+
+/**
+ * One element of a /stream answer: a yielded value becomes {output: value} (RunPod's shape), but
+ * a value that is already a stream chunk of the specification, {output, metrics} (the text
+ * model's), is passed as it is rather than nested one level deeper.
+ */
+export function streamElement(chunk: unknown): { output: unknown; metrics?: unknown } {
+  if (typeof chunk === "object" && chunk !== null && !Array.isArray(chunk)) {
+    if ("output" in chunk && "metrics" in chunk) return chunk as { output: unknown; metrics: unknown };
+  }
+  return { output: chunk };
 }

@@ -79,9 +79,9 @@ describe("job outputs", () => {
     expect(counts.at(-1)).toBe(30);
     expect(chunks.at(-1)!.metrics.avg_gen_throughput).toBeGreaterThan(0);
     expect(chunks.at(-1)!.metrics.avg_prompt_throughput).toBeGreaterThan(0);
-    // /stream gives the same chunks, each as {output: chunk}.
+    // /stream gives the same chunks: each is already the spec's {output, metrics} chunk.
     const [, streamed] = await t.srv.json("GET", `/v2/text/stream/${id}`);
-    expect(streamed.stream).toEqual(chunks.map((output) => ({ output })));
+    expect(streamed.stream).toEqual(chunks);
   });
 
   test("while streaming, /status shows {input_tokens, output_tokens, text} so far (the handler's progress)", async () => {
