@@ -2,7 +2,8 @@ import type { MiddlewareHandler } from "hono";
 import type { RateLimitedOperation } from "../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
-import { hashKey, keyFromHeader } from "./keys/api-keys.ts";
+import { keyFromHeader } from "./keys/api-keys.ts";
+import { KeyCache } from "./keys/key-cache.ts";
 import { admitRequest } from "./limits/rate-limiter.ts";
 
 /** Operations a read-only key may call (all GET). */
@@ -24,10 +25,11 @@ const LIMITED: Record<string, RateLimitedOperation> = {
 
 /** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
 export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
+  const keys = new KeyCache(deps.store, deps.clock, deps.store.events);
   return async (c, next) => {
     const key = keyFromHeader(c.req.header("authorization"));
     if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
-    const record = await deps.store.findKey(hashKey(key));
+    const record = await keys.find(key);
     if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
     c.set("key", record);
     await next();

@@ -201,14 +201,16 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.findKey("h1"))!.revokedAt).toBe(T0 + 5);
     }));
 
-    test("events: a queued job and a stop are announced", withStore(async (s) => {
+    test("events: a queued job, a stop and a revoked key are announced", withStore(async (s) => {
       const heard: string[] = [];
-      const offs = [topics.queue("ep"), topics.stop("w")].map((t) => s.events.on(t, () => heard.push(t)));
+      const offs = [topics.queue("ep"), topics.stop("w"), topics.keys].map((t) => s.events.on(t, () => heard.push(t)));
       await s.enqueue(newJob("e"), T0);
       await s.claim("ep", "w", 1, T0);
       await s.cancel("ep", "e", T0);
-      for (let i = 0; i < 1_000 && heard.length < 2; i++) await Bun.sleep(1);
-      expect(heard.sort()).toEqual([topics.queue("ep"), topics.stop("w")]);
+      await s.addKey({ id: "key_x", name: "x", hash: "hx", createdAt: T0, scope: "full" });
+      await s.revokeKey("x", T0);
+      for (let i = 0; i < 1_000 && heard.length < 3; i++) await Bun.sleep(1);
+      expect(heard.sort()).toEqual([topics.keys, topics.queue("ep"), topics.stop("w")].sort());
       offs.forEach((off) => off());
     }));
   });

@@ -572,11 +572,13 @@ export class SqliteStore implements Store {
   }
 
   async revokeKey(idOrName: string, now: number): Promise<boolean> {
-    return (
-      this.#db
+    return this.#tx((announce) => {
+      const changed = this.#db
         .query("UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR name = ?) AND revoked_at IS NULL")
-        .run(now, idOrName, idOrName).changes > 0
-    );
+        .run(now, idOrName, idOrName).changes;
+      if (changed) announce(topics.keys);
+      return changed > 0;
+    });
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,8 @@ export const topics = {
   stop: (workerId: string) => `stop:${workerId}`,
   /** A webhook call became due. */
   webhooks: "webhooks",
+  /** An API key was revoked: cached key lookups are stale. */
+  keys: "keys",
 };
 
 /** Wake-ups for long-polls. In one process an emitter; across servers, a backend's pub/sub. */

@@ -184,5 +184,6 @@ for i = 1, #all, 2 do
     count = count + 1
   end
 end
+if count > 0 then pub('keys') end
 return count`,
 };
