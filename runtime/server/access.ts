@@ -58,10 +58,15 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     if (!limited) return next();
     const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
     if (!admission.ok) throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+    let handedOver = false;
+    c.set("keepAdmission", () => {
+      handedOver = true;
+      return admission.release;
+    });
     try {
       await next();
     } finally {
-      await admission.release();
+      if (!handedOver) await admission.release();
     }
   };
 }

@@ -24,5 +24,10 @@ export interface AppEnv {
     requestId: string;
     key: ApiKeyRecord;
     endpointId: string;
+    /**
+     * For a response that streams on after the handler returns (SSE): takes over the request's
+     * concurrency slot, returning the function that gives it back when the stream ends.
+     */
+    keepAdmission?: () => () => Promise<void>;
   };
 }

@@ -173,6 +173,8 @@ export function openaiRoutes(deps: AppDeps): Hono<AppEnv> {
     if (first.chunks.length === 0 && first.job?.status !== "COMPLETED") throw jobFailure(first.job);
     const encoder = new TextEncoder();
     const gone = new AbortController();
+    // The stream counts as a request in flight (the concurrent rate limit) until it ends.
+    const release = c.var.keepAdmission?.() ?? (async () => {});
     const stream = new ReadableStream<Uint8Array>({
       async start(controller) {
         let read: Awaited<ReturnType<typeof nextChunks>> = first;
@@ -191,11 +193,14 @@ export function openaiRoutes(deps: AppDeps): Hono<AppEnv> {
           controller.close();
         } catch (err) {
           if (!gone.signal.aborted) controller.error(err);
+        } finally {
+          await release();
         }
       },
       cancel() {
         gone.abort();
         abandon(job);
+        void release();
       },
     });
     return new Response(stream, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" } });

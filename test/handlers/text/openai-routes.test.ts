@@ -164,3 +164,39 @@ describe("errors in OpenAI's shape", () => {
     expect(body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limit_exceeded" });
   });
 });
+
+describe("rate limits on streams", () => {
+  test("an SSE stream holds its concurrent slot until it ends", async () => {
+    // The worker is driven by hand, so the stream stays open exactly as long as the test wants.
+    const { protocolWorker } = await import("../../helpers/protocol-worker.ts");
+    await using srv = await startTestServer({
+      server: { takeWaitMs: 30_000, streamWaitMs: 30_000 },
+      endpoints: { text: { handler: TEXT_HANDLER, workersMax: 0, rateLimits: { openai: { requests: 1000, concurrent: 1 } } } },
+    });
+    const base = `${srv.url}/v2/text/openai/v1`;
+    const headers = { authorization: `Bearer ${srv.key}`, "content-type": "application/json" };
+    const w = protocolWorker(srv, "text", "w1");
+    const take = w.take();
+    const res = fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], stream: true }),
+    });
+    const job = await take;
+    await w.stream(job.id, { id: "c1", object: "chat.completion.chunk", choices: [] });
+    const reader = (await res).body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('"id":"c1"');
+
+    const busy = await fetch(`${base}/models`, { headers });
+    expect(busy.status).toBe(429);
+    expect(((await busy.json()) as { error: { message: string } }).error.message).toContain("concurrent");
+
+    await w.done(job.id, { output: [] }, true);
+    while (!(await reader.read()).done);
+    // The stream has ended: its slot is free for the next request (itself a job, answered here).
+    const next = fetch(`${base}/models`, { headers });
+    const models = await w.take();
+    await w.done(models.id, { output: { object: "list", data: [] } });
+    expect((await next).status).toBe(200);
+  });
+});
