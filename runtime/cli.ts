@@ -9,7 +9,7 @@ const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference job
   spool serve [--port 8080] [--data DIR] [--config FILE] [--store redis://HOST:PORT]
                                                            run the queue server (embedded store, or Redis)
   (keys, usage: --store redis://... works on a Redis store too)
-  spool keys create [--name NAME] [--scope full|read-only] [--endpoints a,b] [--data DIR]
+  spool keys create [--name NAME] [--scope full|client|worker|read-only] [--endpoints a,b] [--data DIR]
                                                            make an API key (last line of output)
   spool keys list [--data DIR]                             list keys (ids and names, never keys)
   spool keys revoke ID|NAME [--data DIR]                   revoke a key

@@ -1,6 +1,7 @@
 import { systemClock } from "../clock.ts";
 import { loadConfig } from "../config/config.ts";
 import { createKey } from "../server/keys/api-keys.ts";
+import { KEY_SCOPES, type KeyScope } from "../server/store/store.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool keys create|list|revoke [--data DIR] [--config FILE] [--name NAME] [ID|NAME]` */
@@ -16,9 +17,9 @@ export async function keysCommand(
   try {
     switch (action) {
       case "create": {
-        const scope = flags.scope ?? "full";
-        if (scope !== "full" && scope !== "read-only") {
-          console.error(`--scope must be full or read-only, got ${scope}`);
+        const scope = (flags.scope ?? "full") as KeyScope;
+        if (!KEY_SCOPES.includes(scope)) {
+          console.error(`--scope must be one of ${KEY_SCOPES.join(", ")}, got ${scope}`);
           return 2;
         }
         const endpoints = flags.endpoints?.split(",").map((e) => e.trim()).filter(Boolean);

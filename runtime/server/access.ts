@@ -8,6 +8,8 @@ import { admitRequest } from "./limits/rate-limiter.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests"]);
+/** The worker protocol: a worker key may call only these, a client key none of them. */
+const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-stream", "ping", "job-stop", "job-files"]);
 
 /** Which rate-limited operation a path segment is. */
 const LIMITED: Record<string, RateLimitedOperation> = {
@@ -50,11 +52,10 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
       throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
     }
     const op = c.req.path.split("/")[3] ?? "";
-    if (key.scope === "read-only" && !(c.req.method === "GET" && READ_ONLY.has(op))) {
-      throw new HttpError(401, `this API key is read-only (status, stream, health, requests); ${op || "this route"} needs a full key`);
-    }
+    const refusal = scopeRefusal(key.scope, c.req.method, op);
+    if (refusal) throw new HttpError(401, refusal);
     c.set("endpointId", endpointId);
-    const limited = LIMITED[op];
+    const limited = Object.hasOwn(LIMITED, op) ? LIMITED[op] : undefined;
     if (!limited) return next();
     const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
     if (!admission.ok) throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
@@ -69,4 +70,22 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
       if (!handedOver) await admission.release();
     }
   };
+}
+
+/** Why a key of `scope` may not call `op`, or null when it may. */
+function scopeRefusal(scope: string, method: string, op: string): string | null {
+  const route = op || "this route";
+  const isWorkerOp = WORKER_OPS.has(op);
+  switch (scope) {
+    case "full":
+      return null;
+    case "client":
+      return isWorkerOp ? `this API key is a client key; ${route} is a worker route and needs a worker key` : null;
+    case "worker":
+      return isWorkerOp ? null : `this API key is a worker key; ${route} needs a client key`;
+    case "read-only":
+      return method === "GET" && READ_ONLY.has(op) ? null : `this API key is read-only (status, stream, health, requests); ${route} needs a client key`;
+    default:
+      return `this API key has an unknown scope ${scope}`;
+  }
 }

@@ -73,7 +73,8 @@ export function startServer(options: {
   });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
-  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url) : Promise.resolve();
+  const scalerKey = `scaler-${serverId}`;
+  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url, scalerKey) : Promise.resolve();
   return {
     url,
     scaler,
@@ -85,6 +86,7 @@ export function startServer(options: {
     stop: async () => {
       await scaling;
       await scaler.stop(); // workers drain while the server still answers them
+      if (scaler.endpoints.length) await store.revokeKey(scalerKey, clock.now());
       await server.stop(true);
       await maintenance.stop();
       await webhooks.stop();
@@ -93,9 +95,11 @@ export function startServer(options: {
   };
 }
 
-/** The scaler's workers use a key of their own, restricted to its endpoints; earlier ones are revoked. */
-async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string): Promise<void> {
-  await store.revokeKey("scaler", clock.now());
-  const { key } = await createKey(store, "scaler", clock.now(), { endpoints: scaler.endpoints });
+/**
+ * The scaler's workers use a worker key of this server's own, restricted to its endpoints and
+ * revoked when the server stops (several servers on one store each keep theirs).
+ */
+async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string, keyName: string): Promise<void> {
+  const { key } = await createKey(store, keyName, clock.now(), { scope: "worker", endpoints: scaler.endpoints });
   scaler.start(url, key);
 }

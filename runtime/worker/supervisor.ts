@@ -3,6 +3,8 @@ import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 
 /** Set in the child's environment: that process runs the worker loop itself. */
 export const CHILD_ENV = "SPOOL_WORKER_CHILD";
+/** Which child this is: the first keeps the worker id, replacements add -r2, -r3... */
+export const GENERATION_ENV = "SPOOL_WORKER_GENERATION";
 
 /**
  * Runs the worker in a child process and replaces it when it ends: at once when it asked to be
@@ -19,8 +21,10 @@ export async function supervise(command: string[], env: Record<string, string | 
   process.on("SIGTERM", forward("SIGTERM"));
   process.on("SIGINT", forward("SIGINT"));
   let crashes = 0;
-  for (;;) {
-    child = Bun.spawn(command, { env: { ...env, [CHILD_ENV]: "1" }, stdio: ["inherit", "inherit", "inherit"] });
+  for (let generation = 1; ; generation++) {
+    // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
+    // that ended follow the worker-loss rule instead of waiting out their execution timeout.
+    child = Bun.spawn(command, { env: { ...env, [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) }, stdio: ["inherit", "inherit", "inherit"] });
     const code = await child.exited;
     if (stopping) return code;
     if (code === 0) return 0;

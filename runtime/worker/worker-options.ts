@@ -33,8 +33,10 @@ export function workerOptions(flags: WorkerFlags, env: Record<string, string | u
     urls = urlsFromEnv(env);
   }
   if (!urls) throw new Error("no queue server: pass --url URL --endpoint ID, or set RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT");
+  const generation = Number(env.SPOOL_WORKER_GENERATION ?? 1);
+  const base = flags["worker-id"] ?? env.RUNPOD_POD_ID ?? `worker-${crypto.randomUUID().slice(0, 8)}`;
   const parsed = schema.safeParse({
-    workerId: flags["worker-id"] ?? env.RUNPOD_POD_ID ?? `worker-${crypto.randomUUID().slice(0, 8)}`,
+    workerId: generation > 1 ? `${base}-r${generation}` : base,
     apiKey: flags["api-key"] ?? env.SPOOL_API_KEY ?? env.RUNPOD_AI_API_KEY ?? "",
     pingIntervalMs: env.RUNPOD_PING_INTERVAL,
     timeoutGraceMs: env.SPOOL_TIMEOUT_GRACE_MS,

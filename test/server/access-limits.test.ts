@@ -635,3 +635,35 @@ describe("read-only keys and job lifetimes", () => {
     expect((await srv.call("GET", `/v2/echo/status/${id}`, undefined, { auth: key })).status).toBe(200);
   });
 });
+
+describe("client and worker keys", () => {
+  test("a client key cannot act as a worker; a worker key cannot use the job API", async () => {
+    await using srv = await startTestServer();
+    const client = await createKey(srv.store, "client", Date.now(), { scope: "client" });
+    const worker = await createKey(srv.store, "worker", Date.now(), { scope: "worker" });
+    const s3Config = { accessId: "AK", accessSecret: "s3-secret", bucketName: "b", endpointUrl: "http://127.0.0.1:9/" };
+    const [code, { id }] = await srv.json("POST", "/v2/echo/run", { input: {}, s3Config }, { auth: `Bearer ${client.key}` });
+    expect(code).toBe(200);
+
+    const asClient = await srv.call("GET", "/v2/echo/job-take/evil?gpu=x", undefined, { auth: client.key });
+    expect(asClient.status).toBe(401);
+    expect(await asClient.text()).not.toContain("s3-secret");
+    expect((await srv.json("GET", "/v2/echo/run", undefined, { auth: worker.key }))[0]).toBe(401);
+    const [wcode, wbody] = await srv.json("POST", "/v2/echo/run", { input: {} }, { auth: worker.key });
+    expect(wcode).toBe(401);
+    expect(wbody.error).toContain("worker key");
+
+    const taken = await srv.call("GET", "/v2/echo/job-take/w1?gpu=x", undefined, { auth: worker.key });
+    expect(((await taken.json()) as { id: string }).id).toBe(id);
+    expect((await srv.json("GET", `/v2/echo/status/${id}`, undefined, { auth: `Bearer ${client.key}` }))[1].status).toBe("IN_PROGRESS");
+  });
+
+  test("path segments named like object properties are 404, not 500", async () => {
+    await using srv = await startTestServer();
+    for (const seg of ["__proto__", "constructor", "toString", "valueOf", "hasOwnProperty"]) {
+      const [code, body] = await srv.json("GET", `/v2/echo/${seg}`);
+      expect({ seg, code }).toEqual({ seg, code: 404 });
+      expect(body).toEqual({ error: expect.any(String) });
+    }
+  });
+});

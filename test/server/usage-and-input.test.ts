@@ -52,6 +52,9 @@ describe("usage per key", () => {
     expect(costOf({ cost: -1 })).toBeUndefined();
     expect(costOf(null)).toBeUndefined();
     expect(costOf([])).toBeUndefined();
+    // An impossible cost is not charged (and cannot overflow the usage sums).
+    expect(costOf({ cost: 1e9 })).toBeUndefined();
+    expect(costOf([{ cost: 6e5 }, { cost: 6e5 }])).toBeUndefined();
   });
 });
 

@@ -101,6 +101,16 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.health("ep", T0 + 10, 60_000)).jobs).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 1, retried: 1 });
     }));
 
+    test("a stop owed to a timed-out run does not cancel its retry", withStore(async (s) => {
+      await s.enqueue(newJob("t", { policy: { ...policy, executionTimeout: 6_000 } }), T0);
+      await s.claim("ep", "w", 1, T0);
+      await s.touchWorker("w", "ep", T0);
+      await s.sweep(T0 + 6_000, 60_000); // TIMED_OUT; a stop is owed to w
+      await s.retry("ep", "t", T0 + 6_001);
+      expect((await s.claim("ep", "w", 1, T0 + 6_002)).map((j) => j.id)).toEqual(["t"]);
+      expect(await s.takeStops("w")).toEqual([]);
+    }));
+
     test("purge removes queued jobs only; health counts exactly; recent pages newest first", withStore(async (s) => {
       for (const id of ["1", "2", "3", "4"]) await s.enqueue(newJob(id), T0);
       await s.claim("ep", "w", 1, T0);
@@ -175,6 +185,17 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(again.map((d) => [d.id, d.attempts])).toEqual([[h.id, 1]]);
       await s.deliveryDone(h.id);
       expect(await s.takeDueDeliveries(T0 + 100_000, 15_000, 10)).toEqual([]);
+    }));
+
+    test("a call whose lease ran out and was finished by another holder is not retried or kept", withStore(async (s) => {
+      await s.enqueue(newJob("l", { webhook: "http://127.0.0.1:9/l" }), T0);
+      await s.cancel("ep", "l", T0);
+      const [first] = await s.takeDueDeliveries(T0, 1_000, 10);
+      const [second] = await s.takeDueDeliveries(T0 + 1_000, 1_000, 10); // the lease ran out
+      expect(second!.id).toBe(first!.id);
+      await s.deliveryDone(second!.id);
+      await s.deliveryRetry(first!.id, T0 + 2_000);
+      expect(await s.takeDueDeliveries(T0 + 100_000, 1_000, 10)).toEqual([]);
     }));
 
     test("request admission: per window and concurrent, refusals not counted, release frees a slot", withStore(async (s) => {

@@ -33,12 +33,14 @@ describe("spool worker", () => {
 
   test("a worker that asks to be replaced is: a new process with a new worker id takes the next job", async () => {
     await using srv = await startTestServer(polling);
-    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/replace-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/replace-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key, "--worker-id", "fixed"]);
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { refresh: true } });
     const [, second] = await srv.json("POST", "/v2/echo/runsync", { input: {} });
     expect(first.status).toBe("COMPLETED");
     expect(second.status).toBe("COMPLETED");
-    expect(second.output.workerId).not.toBe(first.output.workerId);
+    // Even with a fixed id, the replacement is a new worker: the jobs of the one that ended
+    // follow the worker-loss rule instead of staying IN_PROGRESS under a living id.
+    expect([first.output.workerId, second.output.workerId]).toEqual(["fixed", "fixed-r2"]);
     expect(second.output.pid).not.toBe(first.output.pid);
   });
 

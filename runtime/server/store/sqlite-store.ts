@@ -306,6 +306,8 @@ export class SqliteStore implements Store {
       if (row.status !== "FAILED" && row.status !== "TIMED_OUT") return { kind: "conflict", status: row.status as JobStatus } as const;
       const ttl = (JSON.parse(row.policy) as StoredJob["policy"]).ttl;
       this.#db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
+      // A stop owed to the earlier run (its timeout) must not cancel the new one.
+      this.#db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
       this.#db
         .query(
           `UPDATE jobs SET status = 'IN_QUEUE', seq = ?, queued_at = ?, expires_at = ?, started_at = NULL,

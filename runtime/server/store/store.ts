@@ -57,8 +57,13 @@ export interface SweepReport {
   lost: string[];
 }
 
-/** full: every route; read-only: status, stream, health, requests. */
-export type KeyScope = "full" | "read-only";
+/**
+ * full: every route (operators). client: the job API, not the worker routes. worker: the worker
+ * routes only (what the scaler's workers and outside workers get). read-only: status, stream,
+ * health, requests.
+ */
+export type KeyScope = "full" | "client" | "worker" | "read-only";
+export const KEY_SCOPES: readonly KeyScope[] = ["full", "client", "worker", "read-only"];
 
 export interface ApiKeyRecord {
   id: string;

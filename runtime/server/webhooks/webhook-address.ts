@@ -2,6 +2,8 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { HttpError } from "../http-error.ts";
 
+const DNS_TIMEOUT_MS = 3_000;
+
 const V4_PRIVATE: [number, number][] = [
   [0x00000000, 8], // 0.0.0.0/8
   [0x0a000000, 8], // 10/8
@@ -62,7 +64,11 @@ export async function resolvesPrivate(url: string): Promise<boolean> {
   if (isIP(host)) return isPrivateAddress(host);
   if (host === "localhost" || host.endsWith(".localhost")) return true;
   try {
-    const addresses = await lookup(host, { all: true });
+    // Bounded, so a slow resolver cannot hold a webhook call past its lease.
+    const addresses = await Promise.race([
+      lookup(host, { all: true }),
+      Bun.sleep(DNS_TIMEOUT_MS).then(() => Promise.reject(new Error("DNS lookup timed out"))),
+    ]);
     return addresses.some((a) => isPrivateAddress(a.address));
   } catch {
     return false; // unresolvable now: delivery will fail and be retried like any network error

@@ -33,6 +33,9 @@ describe("scaler with local worker processes", () => {
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(3);
     expect((await health(srv)).workers.initializing).toBe(3);
+    // The workers hold a worker key of this server's own, limited to the scaled endpoints.
+    const keys = (await srv.store.listKeys()).filter((k) => k.name.startsWith("scaler-"));
+    expect(keys.map((k) => ({ scope: k.scope, endpoints: k.endpoints, revoked: k.revokedAt }))).toEqual([{ scope: "worker", endpoints: ["ep"], revoked: undefined }]);
     await until(async () => (await health(srv)).jobs.inProgress === 3, "3 workers running jobs");
     expect((await health(srv)).workers).toEqual({ idle: 0, running: 3, initializing: 0, unhealthy: 0 });
     for (let i = 0; i < 3; i++) await scaler.tick();

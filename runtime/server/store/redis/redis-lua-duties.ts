@@ -166,11 +166,23 @@ return {1}`,
   takeDue: `
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dl', '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))) do
-  redis.call('ZADD', P .. 'dl', now + tonumber(ARGV[5]), id)
   local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts')
-  if h[1] then table.insert(out, cjson.encode({id = id, url = h[1], job = h[2], attempts = tonumber(h[3])})) end
+  if h[1] then
+    redis.call('ZADD', P .. 'dl', now + tonumber(ARGV[5]), id)
+    table.insert(out, cjson.encode({id = id, url = h[1], job = h[2], attempts = tonumber(h[3])}))
+  else
+    redis.call('ZREM', P .. 'dl', id) -- its call was finished by another holder
+  end
 end
 return out`,
+
+  /** ARGV5 delivery id, ARGV6 next attempt: only while the call is still owed. */
+  deliveryRetry: `
+local k = P .. 'dl:' .. ARGV[5]
+if redis.call('EXISTS', k) == 0 then return 0 end
+redis.call('HINCRBY', k, 'attempts', 1)
+redis.call('ZADD', P .. 'dl', tonumber(ARGV[6]), ARGV[5])
+return 1`,
 
   /** ARGV5 key id or name. */
   revokeKey: `

@@ -140,14 +140,16 @@ return chunks`,
 local w, id = ARGV[5], ARGV[6]
 local j = job(id)
 if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= w then return nil end
+-- Every argument is checked before the first write: Redis does not roll a failed script back.
+local finalChunks = cjson.decode(ARGV[9])
+if ARGV[10] ~= '' and not tonumber(ARGV[10]) then return redis.error_reply('cost is not a number') end
 local failed = ARGV[7] == 'error'
 unrun(j)
 redis.call('HDEL', jk(id), 'output', 'error')
 if ARGV[8] ~= '' then redis.call('HSET', jk(id), ARGV[7], ARGV[8]) end
 if tonumber(j.chunks) == 0 then
-  local fc = cjson.decode(ARGV[9])
-  for _, c in ipairs(fc) do redis.call('RPUSH', P .. 'ch:' .. id, c) end
-  redis.call('HSET', jk(id), 'chunks', #fc)
+  for _, c in ipairs(finalChunks) do redis.call('RPUSH', P .. 'ch:' .. id, c) end
+  redis.call('HSET', jk(id), 'chunks', #finalChunks)
 end
 redis.call('SREM', P .. 'stops:' .. w, id)
 if redis.call('EXISTS', P .. 'w:' .. w) == 1 then redis.call('HSET', P .. 'w:' .. w, 'active', n(now)) end
@@ -174,6 +176,8 @@ local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return 'not-found' end
 if j.status ~= 'FAILED' and j.status ~= 'TIMED_OUT' then return 'conflict:' .. j.status end
 redis.call('DEL', P .. 'ch:' .. j.id)
+-- A stop owed to the earlier run (its timeout) must not cancel the new one.
+if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'stops:' .. j.worker, j.id) end
 redis.call('HDEL', jk(j.id), 'started', 'completed', 'deadline', 'worker', 'output', 'error', 'progress')
 local seq = n(redis.call('INCR', P .. 'seq'))
 redis.call('HSET', jk(j.id), 'seq', seq, 'queued', n(now), 'losses', '0', 'retries', n(tonumber(j.retries) + 1), 'chunks', '0', 'read', '0')

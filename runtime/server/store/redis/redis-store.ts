@@ -13,6 +13,13 @@ type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
 const SOURCES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
 const SWEEP_BATCH = 500;
 
+/** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
+function costE10(cost: number | undefined): string {
+  if (cost === undefined) return "";
+  const e10 = Math.round(cost * 1e10);
+  return Number.isSafeInteger(e10) && e10 >= 0 ? e10.toFixed(0) : "";
+}
+
 const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined : s);
 const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
 const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
@@ -172,7 +179,7 @@ export class RedisStore implements Store {
       failed ? "error" : "output",
       payload === undefined ? "" : JSON.stringify(payload),
       JSON.stringify(finalChunks.map((c) => JSON.stringify(c ?? null))),
-      cost === undefined ? "" : Math.round(cost * 1e10),
+      costE10(cost),
     ]);
     return r ? toJob(JSON.parse(r)) : null;
   }
@@ -277,8 +284,7 @@ export class RedisStore implements Store {
   }
 
   async deliveryRetry(id: string, nextAt: number): Promise<void> {
-    await this.#client.send("HINCRBY", [`${this.#prefix}dl:${id}`, "attempts", "1"]);
-    await this.#client.send("ZADD", [`${this.#prefix}dl`, String(nextAt), id]);
+    await this.#run("deliveryRetry", [0, id, nextAt]);
   }
 
   async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
