@@ -15,16 +15,21 @@
  * with other work the fastest run is the one least disturbed. It prints figures; it asserts
  * nothing but that every job completed.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
 import { checkDevice } from "../handlers/image/device.ts";
 import { FluxPipeline } from "../handlers/image/pipeline.ts";
 import { makeTinyFlux } from "../handlers/image/tiny-model/make-tiny-flux.ts";
+import { exitCleanup } from "./bench/exit-cleanup.ts";
+import { machine } from "./bench/machine.ts";
+import { stopProcess } from "./bench/processes.ts";
+import { bearer, waitForIdleWorker } from "./bench/spool-http.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
+import { markdownTable, printTable, tableRow } from "./bench/table.ts";
+import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
 
-const ROOT = join(import.meta.dir, "..");
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: { repeat: { type: "string", default: "5" }, device: { type: "string", default: "cpu" } },
@@ -49,7 +54,13 @@ const gpuNote = async () => {
   return lines.join("\n");
 };
 
-const tmp = mkdtempSync(join(tmpdir(), "spool-bench-image-"));
+const tmp = makeTempDir("spool-bench-image-");
+let server: SpoolProcess | undefined;
+const cleanup = exitCleanup(async () => {
+  if (server) await stopProcess(server.proc, 10_000);
+  removeDir(tmp);
+});
+
 const models = { dev: join(tmp, "dev"), schnell: join(tmp, "schnell") };
 let madeIn = performance.now();
 await makeTinyFlux(models.dev, { variant: "dev" });
@@ -105,67 +116,27 @@ async function directImage(model: string, t5: number, size: number, steps: numbe
 // ---------------------------------------------------------------------------------------------
 // Through the endpoint: spool serve + its own worker processes
 
-interface Server {
-  url: string;
-  key: string;
-  proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
-  output: () => string;
-}
-
-async function drain(stream: ReadableStream<Uint8Array>, onText: (s: string) => void): Promise<void> {
-  const decoder = new TextDecoder();
-  for await (const chunk of stream) onText(decoder.decode(chunk, { stream: true }));
-}
-
-async function startServer(): Promise<Server> {
-  const dataDir = join(tmp, "data");
-  mkdirSync(dataDir);
+function startServer(): Promise<SpoolProcess> {
   const configPath = join(tmp, "bench.toml");
   const endpoint = (id: string, handler: string, model: string) =>
-    `[endpoints.${id}]\nhandler = "${join(ROOT, "handlers/image", handler)}"\nworkersMin = 1\nworkersMax = 1\n\n[endpoints.${id}.options]\nmodel = "${model}"\ndevice = "${DEVICE}"\n`;
+    `[endpoints.${id}]\nhandler = "${join(REPO_ROOT, "handlers/image", handler)}"\nworkersMin = 1\nworkersMax = 1\n\n[endpoints.${id}.options]\nmodel = "${model}"\ndevice = "${DEVICE}"\n`;
   writeFileSync(
     configPath,
     `[server]\nhost = "127.0.0.1"\ntakeWaitMs = 20000\n\n${endpoint("image-fast", "fast.ts", models.schnell)}\n${endpoint("image-quality", "quality.ts", models.dev)}`,
   );
-  const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir, "--config", configPath], {
-    cwd: ROOT,
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  let out = "";
-  let err = "";
-  const server: Server = { url: "", key: "", proc, output: () => `--- stdout\n${out}--- stderr\n${err.slice(-5000)}` };
-  const ready = Promise.withResolvers<void>();
-  void drain(proc.stdout, (s) => {
-    out += s;
-    const key = /created one named "default"[^\n]*\n\s*\n?\s*(\S+)\s*\n/.exec(out)?.[1];
-    const url = /Spool listening on (http:\/\/\S+)/.exec(out)?.[1];
-    if (key && url && !server.url) {
-      Object.assign(server, { key, url });
-      ready.resolve();
-    }
-  });
-  void drain(proc.stderr, (s) => (err += s));
-  void proc.exited.then((code) => ready.reject(new Error(`server exited with ${code}\n${server.output()}`)));
-  await ready.promise;
-  return server;
+  return startSpool({ name: "spool serve", dataDir: join(tmp, "data"), configPath });
 }
 
-async function runsync(server: Server, endpoint: string, input: Record<string, unknown>): Promise<number> {
+async function runsync(server: SpoolProcess, endpoint: string, input: Record<string, unknown>): Promise<number> {
   const t0 = performance.now();
-  const res = await fetch(`${server.url}/v2/${endpoint}/runsync`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${server.key}` },
-    body: JSON.stringify({ input }),
-  });
+  const res = await fetch(`${server.url}/v2/${endpoint}/runsync`, { method: "POST", headers: bearer(server.key), body: JSON.stringify({ input }) });
   const body = (await res.json()) as { status?: string };
   if (body.status !== "COMPLETED") throw new Error(`${endpoint} job ended ${JSON.stringify(body)}`);
   return (performance.now() - t0) / 1000;
 }
 
 /** Fastest time of a job with each step count, the counts alternating run by run. */
-async function endpointTimes(server: Server, endpoint: string, size: number, stepCounts: number[]): Promise<number[]> {
+async function endpointTimes(server: SpoolProcess, endpoint: string, size: number, stepCounts: number[]): Promise<number[]> {
   const input = (steps: number) => ({ prompt: "a red cat", width: size, height: size, num_inference_steps: steps, seed: 1, image_format: "png" });
   await runsync(server, endpoint, input(1)); // warm-up at this shape
   const times = stepCounts.map(() => [] as number[]);
@@ -175,44 +146,30 @@ async function endpointTimes(server: Server, endpoint: string, size: number, ste
   return times.map(fastest);
 }
 
-async function waitForWorkers(server: Server): Promise<void> {
-  for (const v of VARIANTS) {
-    for (let i = 0; ; i++) {
-      const res = await fetch(`${server.url}/v2/${v.endpoint}/health`, { headers: { authorization: `Bearer ${server.key}` } });
-      const { workers } = (await res.json()) as { workers: { idle: number } };
-      if (workers.idle >= 1) break;
-      if (i > 600) throw new Error(`no ${v.endpoint} worker became idle\n${server.output()}`);
-      await Bun.sleep(100);
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
-const server = await startServer();
 try {
-  await waitForWorkers(server);
-  console.log(`bench-image: tiny models, device ${DEVICE}, ${cpus().length} CPU cores (${cpus()[0]?.model ?? "?"}), bun ${Bun.version}, fastest of ${REPEAT}`);
+  server = await startServer();
+  for (const v of VARIANTS) await waitForIdleWorker(server, v.endpoint);
+  const m = machine();
+  console.log(`bench-image: tiny models, device ${DEVICE}, ${m.cores} CPU cores (${m.cpu}), bun ${Bun.version}, fastest of ${REPEAT}`);
   console.log(`tiny model generation: dev ${(devMs / 1000).toFixed(2)} s, schnell ${(schnellMs / 1000).toFixed(2)} s\n`);
-  console.log("seconds per step | endpoint | transformer session alone | overhead ratio");
-  console.log("---|---:|---:|---:");
-  const whole: string[] = [];
+  const plain = { outerPipes: false };
+  for (const l of markdownTable(["seconds per step", "endpoint", "transformer session alone", "overhead ratio"], "lrrr", [], plain)) console.log(l);
+  const whole: string[][] = [];
   for (const v of VARIANTS) {
     for (const size of SIZES) {
       const [one, four, many] = await endpointTimes(server, v.endpoint, size, [1, 4, v.maxSteps]);
       const perStep = (many! - one!) / (v.maxSteps - 1);
       const direct = await directStep(models[v.tiny], v.t5, size);
-      console.log(`${v.endpoint} ${size}x${size} | ${fmt(perStep)} | ${fmt(direct)} | ${(perStep / direct).toFixed(2)}`);
+      console.log(tableRow([`${v.endpoint} ${size}x${size}`, fmt(perStep), fmt(direct), (perStep / direct).toFixed(2)], plain));
       const fourDirect = await directImage(models[v.tiny], v.t5, size, 4);
-      whole.push(`${v.endpoint} ${size}x${size} | ${fmt(four!)} | ${fmt(fourDirect)} | ${(four! / fourDirect).toFixed(2)}`);
+      whole.push([`${v.endpoint} ${size}x${size}`, fmt(four!), fmt(fourDirect), (four! / fourDirect).toFixed(2)]);
     }
   }
-  console.log("\nwhole 4-step image | endpoint (POST /runsync, png, upload) | FluxPipeline in-process | ratio");
-  console.log("---|---:|---:|---:");
-  for (const line of whole) console.log(line);
+  console.log("");
+  printTable(["whole 4-step image", "endpoint (POST /runsync, png, upload)", "FluxPipeline in-process", "ratio"], "lrrr", whole, plain);
   console.log(`\nGPU: not measured. No GPU machine was available in this session; on this machine:\n${await gpuNote()}`);
 } finally {
-  server.proc.kill("SIGTERM");
-  await server.proc.exited;
-  rmSync(tmp, { recursive: true, force: true });
+  await cleanup.run();
 }

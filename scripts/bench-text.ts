@@ -13,15 +13,24 @@
  * (worker-vllm input, not streamed) and POST /openai/v1/chat/completions with stream: true
  * (SSE, read to [DONE]). It prints figures and asserts only that every request succeeded.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { getLlama, getLlamaGpuTypes, LlamaCompletion, LlamaLogLevel } from "node-llama-cpp";
 import { writeTinyGguf } from "../handlers/text/tiny-gguf.ts";
+import { benchCli } from "./bench/cli.ts";
+import { exitCleanup } from "./bench/exit-cleanup.ts";
+import { machine } from "./bench/machine.ts";
+import { stopProcess } from "./bench/processes.ts";
+import { bearer, waitForIdleWorker } from "./bench/spool-http.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
+import { printTable } from "./bench/table.ts";
+import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
-const USAGE = "usage: bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]";
+const cli = benchCli(
+  "bench-text",
+  "usage: bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]",
+);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: {
@@ -34,26 +43,20 @@ const { values: flags } = parseArgs({
     help: { type: "boolean", short: "h" },
   },
 });
-if (flags.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const int = (name: string, v: string, min: number) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) {
-    console.error(`bench-text: --${name} must be an integer >= ${min}\n${USAGE}`);
-    process.exit(2);
-  }
-  return n;
-};
+if (flags.help) cli.help();
 const device = flags.device as "cpu" | "cuda" | "vulkan";
-if (!["cpu", "cuda", "vulkan"].includes(device)) int("device", "x", 0);
-const tokens = int("tokens", flags.tokens!, 1);
-const rounds = int("rounds", flags.rounds!, 1);
-const sequences = int("sequences", flags.sequences!, 1);
-const threadsFlag = int("threads", flags.threads!, 0);
+if (!["cpu", "cuda", "vulkan"].includes(device)) cli.fail(`--device must be cpu, cuda or vulkan, got ${device}`);
+const tokens = cli.int("tokens", flags.tokens);
+const rounds = cli.int("rounds", flags.rounds);
+const sequences = cli.int("sequences", flags.sequences);
+const threadsFlag = cli.int("threads", flags.threads, 0);
 
-const dir = mkdtempSync(join(tmpdir(), "spool-bench-text-"));
+const dir = makeTempDir("spool-bench-text-");
+let server: SpoolProcess | undefined;
+const cleanup = exitCleanup(async () => {
+  if (server) await stopProcess(server.proc, 10_000);
+  removeDir(dir);
+});
 const model = flags.model ? resolve(flags.model) : writeTinyGguf(join(dir, "tiny.gguf"));
 const PROMPT = "Write a short story about a lighthouse keeper.";
 const contextSize = 2048;
@@ -103,38 +106,18 @@ async function direct(): Promise<void> {
 
 // --- through the endpoint: a real server process, its scaler runs the worker -----------------
 async function throughEndpoint(): Promise<void> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const config = join(dir, "spool.toml");
+  const configPath = join(dir, "spool.toml");
   writeFileSync(
-    config,
-    `[server]\nport = ${port}\nhost = "127.0.0.1"\ndata = ${JSON.stringify(join(dir, "data"))}\n\n` +
-      `[endpoints.text]\nhandler = ${JSON.stringify(join(ROOT, "handlers/text/handler.ts"))}\nworkersMin = 1\nworkersMax = 1\nidleTimeout = 3600\n` +
+    configPath,
+    `[server]\nhost = "127.0.0.1"\n\n` +
+      `[endpoints.text]\nhandler = ${JSON.stringify(join(REPO_ROOT, "handlers/text/handler.ts"))}\nworkersMin = 1\nworkersMax = 1\nidleTimeout = 3600\n` +
       `[endpoints.text.options]\nmodel = ${JSON.stringify(model)}\nmodelName = "bench"\ndevice = "${device}"\nsequences = ${sequences}\ncontextSize = ${contextSize}\nthreads = ${threadsFlag}\n`,
   );
-  const server = Bun.spawn([process.execPath, join(ROOT, "runtime/cli.ts"), "serve", "--config", config], { stdout: "pipe", stderr: "pipe", cwd: dir });
+  server = await startSpool({ name: "spool serve", dataDir: join(dir, "data"), configPath, cwd: dir, readyTimeoutMs: 30_000 });
   try {
-    // Keep draining the server's output, so that its logging never blocks on a full pipe.
-    let out = "";
-    const drain = async (stream: ReadableStream<Uint8Array>) => {
-      const decoder = new TextDecoder();
-      for await (const bytes of stream) out += decoder.decode(bytes, { stream: true });
-    };
-    void drain(server.stdout);
-    void drain(server.stderr);
-    for (let i = 0; !/listening on/.test(out); i++) {
-      if (server.exitCode !== null || i > 300) throw new Error(`the server did not start:\n${out}`);
-      await Bun.sleep(100);
-    }
-    const key = out.match(/spool_[A-Za-z0-9_-]+/)?.[0];
-    if (!key) throw new Error(`server printed no key:\n${out}`);
-    const base = `http://127.0.0.1:${port}/v2/text`;
-    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
-    for (let i = 0; ; i++) {
-      const health = (await (await fetch(`${base}/health`, { headers })).json()) as { workers: { idle: number } };
-      if (health.workers.idle >= 1) break;
-      if (i > 600) throw new Error("the text worker did not start within 60 s");
-      await Bun.sleep(100);
-    }
+    await waitForIdleWorker(server, "text");
+    const base = `${server.url}/v2/text`;
+    const headers = bearer(server.key);
     const runsync = async (seed: number) => {
       const res = await fetch(`${base}/runsync`, {
         method: "POST",
@@ -159,27 +142,27 @@ async function throughEndpoint(): Promise<void> {
     for (const c of [1, 4]) await measure("endpoint /runsync", c, runsync);
     for (const c of [1, 4]) await measure("endpoint /openai/v1 stream", c, sse);
   } finally {
-    server.kill("SIGTERM");
-    await server.exited;
+    await stopProcess(server.proc, 10_000);
   }
 }
 
 const gpuTypes = await getLlamaGpuTypes("supported");
 const gpus = gpuTypes.filter(Boolean);
 console.log(`bench-text: ${flags.model ? model : "tiny demo GGUF (generated)"}, device ${device}, ${tokens} tokens per request, ${rounds} rounds, ${sequences} sequences`);
-console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "cpu"}; GPU: ${gpus.length ? gpus.join(", ") : "none on this machine (no GPU machine in this session): CPU figures only"}`);
+const m = machine();
+console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none on this machine (no GPU machine in this session): CPU figures only"}`);
 try {
   await direct();
   await throughEndpoint();
 } finally {
-  rmSync(dir, { recursive: true, force: true });
+  await cleanup.run();
 }
 
 const directRate = new Map(rows.filter((r) => r.path.endsWith("direct")).map((r) => [r.concurrency, r.tokens / r.seconds]));
-console.log("\n| path | concurrent | requests | tokens | s | tokens/s | vs direct |");
-console.log("|---|---:|---:|---:|---:|---:|---:|");
-for (const r of rows) {
+const tableRows = rows.map((r) => {
   const rate = r.tokens / r.seconds;
   const ratio = rate / directRate.get(r.concurrency)!;
-  console.log(`| ${r.path} | ${r.concurrency} | ${r.requests} | ${r.tokens} | ${r.seconds.toFixed(2)} | ${rate.toFixed(0)} | ${ratio.toFixed(2)} |`);
-}
+  return [r.path, String(r.concurrency), String(r.requests), String(r.tokens), r.seconds.toFixed(2), rate.toFixed(0), ratio.toFixed(2)];
+});
+console.log("");
+printTable(["path", "concurrent", "requests", "tokens", "s", "tokens/s", "vs direct"], "lrrrrrr", tableRows);
