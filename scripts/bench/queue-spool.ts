@@ -1,0 +1,121 @@
+import { queueClient, startWorkers } from "./queue-client.ts";
+import type { QueueSession } from "./queue-session.ts";
+import { countdown, timeJobs, type Probe, type Throughput } from "./queue-timing.ts";
+import type { SpoolProcess } from "./spool-process.ts";
+import { summarize } from "./stats.ts";
+
+/** A Spool throughput scenario: servers, workers, and how each worker takes jobs. */
+export interface SpoolScenario {
+  label: string;
+  name: string;
+  shape?: string;
+  servers: number;
+  workers: number;
+  /** null: job-take; a number: job-take-batch of that size. */
+  size: number | null;
+  /** On the session's redis-server (a fresh key prefix) rather than a fresh embedded store. */
+  redis: boolean;
+  /** @default the session's jobs */
+  jobs?: number;
+  probe?: Probe;
+}
+
+/** Runs no-op jobs end to end through fresh Spool servers and protocol workers in this process. */
+export async function spoolThroughput(session: QueueSession, s: SpoolScenario): Promise<Throughput> {
+  const jobs = s.jobs ?? session.settings.jobs;
+  const servers: SpoolProcess[] = [];
+  try {
+    const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}` : undefined;
+    // One at a time: the first creates the store's API key, the others are handed it.
+    for (let i = 0; i < s.servers; i++) {
+      servers.push(await session.startServer(session.unique(s.name), { store, key: servers[0]?.key }));
+    }
+    const clients = servers.map(queueClient);
+    const stop = new AbortController();
+    const allDone = countdown(jobs);
+    const workersDone = startWorkers(clients, s.workers, s.size, stop.signal, allDone.tick);
+    workersDone.catch(allDone.fail);
+    const timing = await timeJobs(session, {
+      jobs,
+      serverPids: servers.map((x) => x.proc.pid),
+      probe: s.probe,
+      allDone,
+      submit: (k, i) => clients[k % clients.length]!.run({ i }),
+    });
+    stop.abort();
+    await workersDone;
+
+    // Asked of the last server: on Redis, any server answers for jobs taken through another.
+    const h = await clients[clients.length - 1]!.health();
+    if (h.jobs.completed !== jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
+      throw new Error(`${s.label}: expected ${jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
+    }
+    return { label: s.label, shape: s.shape ?? s.name, system: "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
+  } finally {
+    await Promise.all(servers.map(session.stopServer));
+  }
+}
+
+/** Sequential latency figures (ms) of one kind of request. */
+export interface Latency {
+  label: string;
+  n: number;
+  p50: number;
+  p99: number;
+  mean: number;
+  max: number;
+}
+
+function latency(label: string, ms: number[]): Latency {
+  const { n, p50, p99, mean, max } = summarize(ms);
+  return { label, n, p50, p99, mean, max };
+}
+
+/**
+ * /runsync round trips over an instant job, one at a time, with one protocol worker; and the
+ * HTTP floor (an authed 404) on the same server. On Redis, a fresh key prefix.
+ */
+export async function runsyncLatency(session: QueueSession, onRedis: boolean): Promise<Latency[]> {
+  const store = onRedis ? `${session.redis!.url}?prefix=${session.unique("runsync")}` : undefined;
+  const server = await session.startServer(session.unique("runsync"), { store });
+  const where = onRedis ? "Redis store" : "embedded store";
+  const n = session.settings.runsync;
+  try {
+    const c = queueClient(server);
+    const stop = new AbortController();
+    const worker = startWorkers([c], 1, null, stop.signal, () => {});
+    let failure: unknown;
+    worker.catch((e) => (failure = e));
+    await Bun.sleep(200);
+
+    const call = async () => {
+      const r = await c.runsync({ ping: true });
+      if (r.status !== "COMPLETED") throw new Error(`runsync ended ${r.status}: ${JSON.stringify(r)}`);
+    };
+    // Warm both processes' JIT before timing.
+    for (let i = 0; i < Math.min(50, n); i++) await call();
+    for (let i = 0; i < Math.min(50, n); i++) await c.missing();
+
+    const floor: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t = performance.now();
+      await c.missing();
+      floor.push(performance.now() - t);
+    }
+    const sync: number[] = [];
+    for (let i = 0; i < n; i++) {
+      if (failure) throw failure;
+      const t = performance.now();
+      await call();
+      sync.push(performance.now() - t);
+    }
+    stop.abort();
+    await worker;
+    return [
+      latency(`${where}: POST /runsync, instant job (take + done inside)`, sync),
+      latency(`${where}: baseline, authed GET /status 404`, floor),
+    ];
+  } finally {
+    await session.stopServer(server);
+  }
+}

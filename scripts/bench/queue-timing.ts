@@ -1,0 +1,116 @@
+import { ownCpu, processCpu } from "./process-cpu.ts";
+import type { QueueSession } from "./queue-session.ts";
+
+/** One throughput run's figures. */
+export interface Throughput {
+  label: string;
+  /** Which of the scenario shapes (worker count and concurrency) it ran. */
+  shape: string;
+  system: "Spool" | "BullMQ";
+  /** Spool servers; 0 for BullMQ (in this process). */
+  servers: number;
+  workers: number;
+  jobs: number;
+  seconds: number;
+  submitSeconds: number;
+  /** CPU of the Spool server processes (all of them). */
+  serverCpuS: number;
+  /** CPU of this process: submitters and workers. */
+  clientCpuS: number;
+  redisCpuS: number;
+  /** Commands Redis ran, those inside scripts included. */
+  redisCommands: number;
+}
+
+/** What timeJobs measures; the rest of a Throughput is the scenario's. */
+export type Timing = Pick<Throughput, "seconds" | "submitSeconds" | "serverCpuS" | "clientCpuS" | "redisCpuS" | "redisCommands">;
+
+/** Called once the workers are parked (before the clock starts) and once every job is done. */
+export interface Probe {
+  begin(): Promise<void>;
+  end(): Promise<void>;
+}
+
+type CommandStats = Map<string, number>;
+
+async function commandStats(client: Bun.RedisClient): Promise<CommandStats> {
+  const text = (await client.send("INFO", ["commandstats"])) as string;
+  const stats: CommandStats = new Map();
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) stats.set(m[1]!, Number(m[2]));
+  return stats;
+}
+
+/** Commands Redis ran between two snapshots (commands inside Lua scripts included), less ours. */
+function commandsBetween(a: CommandStats, b: CommandStats): number {
+  let total = 0;
+  for (const [cmd, calls] of b) if (cmd !== "info") total += calls - (a.get(cmd) ?? 0);
+  return total;
+}
+
+/** Before/after readings of CPU and Redis counters around a timed window. */
+async function readings(session: QueueSession, serverPids: number[]) {
+  const redis = session.redis;
+  return {
+    stats: redis ? await commandStats(redis.client) : undefined,
+    server: serverPids.reduce((a, pid) => a + processCpu(pid), 0),
+    client: ownCpu(),
+    redis: redis ? processCpu(redis.proc.pid) : NaN,
+  };
+}
+
+/** A promise of the time the n-th job finished; tick() per job, fail() on the first error. */
+export function countdown(n: number) {
+  let done = 0;
+  const all = Promise.withResolvers<number>();
+  all.promise.catch(() => {}); // awaited later; a failure before then is not unhandled
+  return {
+    promise: all.promise,
+    tick: () => {
+      if (++done === n) all.resolve(performance.now());
+    },
+    fail: (e: unknown) => all.reject(e),
+  };
+}
+
+/**
+ * Times `jobs` submissions through `clients` loops of `submit(loop, i)`, the workers already
+ * started: lets them park on their first (empty) take, runs the probe's begin, and times from
+ * the first submission to `allDone` with CPU and Redis readings around the window.
+ */
+export async function timeJobs(
+  session: QueueSession,
+  opts: {
+    jobs: number;
+    serverPids: number[];
+    probe?: Probe;
+    allDone: ReturnType<typeof countdown>;
+    submit: (loop: number, i: number) => Promise<unknown>;
+  },
+): Promise<Timing> {
+  const { jobs, allDone } = opts;
+  await Bun.sleep(200);
+  await opts.probe?.begin();
+
+  const r0 = await readings(session, opts.serverPids);
+  const start = performance.now();
+  let next = 0;
+  const submitters = Array.from({ length: Math.min(session.settings.clients, jobs) }, async (_, k) => {
+    while (next < jobs) {
+      const i = next++;
+      await opts.submit(k, i);
+    }
+  });
+  const submitted = Promise.all(submitters).then(() => performance.now());
+  submitted.catch(allDone.fail);
+  const [end, submitEnd] = await Promise.all([allDone.promise, submitted]);
+  const r1 = await readings(session, opts.serverPids);
+  await opts.probe?.end();
+  return {
+    seconds: (end - start) / 1000,
+    submitSeconds: (submitEnd - start) / 1000,
+    serverCpuS: r1.server - r0.server,
+    clientCpuS: r1.client - r0.client,
+    redisCpuS: r1.redis - r0.redis,
+    redisCommands: r0.stats && r1.stats ? commandsBetween(r0.stats, r1.stats) : NaN,
+  };
+}

@@ -1,0 +1,25 @@
+/** Order statistics of a sample of timings (any unit); NaN / undefined-free only when n > 0. */
+export interface Summary {
+  n: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  mean: number;
+  min: number;
+  max: number;
+}
+
+/** Nearest-rank percentiles, mean, min and max of `xs`. */
+export function summarize(xs: number[]): Summary {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
+  return {
+    n: s.length,
+    p50: at(0.5),
+    p95: at(0.95),
+    p99: at(0.99),
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+    min: s[0]!,
+    max: s[s.length - 1]!,
+  };
+}
