@@ -1,0 +1,126 @@
+import { topics } from "../store-events.ts";
+import type { StoredJob, SweepReport, WebhookDelivery, WorkerReport } from "../store.ts";
+import type { Announce, SqliteContext } from "./sqlite-context.ts";
+import { opt } from "./sqlite-job-row.ts";
+import type { JobRow } from "./sqlite-schema.ts";
+
+/**
+ * The server's housekeeping on the embedded store: worker presence, stops, webhook deliveries and
+ * the sweep. Those that take `announce` run inside the store's transaction.
+ */
+export const duties = {
+  touchWorker(s: SqliteContext, workerId: string, endpointId: string, now: number, report?: WorkerReport): void {
+    s.db
+      .query(
+        `INSERT INTO workers (id, endpoint, last_seen, running_ids, unhealthy) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (id) DO UPDATE SET endpoint = ?2, last_seen = ?3,
+           running_ids = COALESCE(?4, running_ids), unhealthy = CASE WHEN ?6 THEN ?5 ELSE unhealthy END`,
+      )
+      .run(
+        workerId,
+        endpointId,
+        now,
+        report?.runningIds ? JSON.stringify(report.runningIds) : null,
+        report?.unhealthy ? JSON.stringify(report.unhealthy) : null,
+        report?.unhealthy !== undefined ? 1 : 0,
+      );
+  },
+
+  forgetWorker(s: SqliteContext, workerId: string): void {
+    s.db.query("DELETE FROM workers WHERE id = ?").run(workerId);
+    s.db.query("DELETE FROM stops WHERE worker_id = ?").run(workerId);
+  },
+
+  takeStops(s: SqliteContext, workerId: string): string[] {
+    return s.db
+      .query<{ job_id: string }, [string]>("DELETE FROM stops WHERE worker_id = ? RETURNING job_id")
+      .all(workerId)
+      .map((r) => r.job_id);
+  },
+
+  takeDueDeliveries(s: SqliteContext, now: number, leaseMs: number, limit: number): WebhookDelivery[] {
+    return s.db
+      .query<{ id: string; url: string; job: string; attempts: number }, [number, number, number]>(
+        `UPDATE webhook_deliveries SET next_at = ?
+         WHERE id IN (SELECT id FROM webhook_deliveries WHERE next_at <= ? ORDER BY next_at LIMIT ?)
+         RETURNING id, url, job, attempts`,
+      )
+      .all(now + leaseMs, now, limit)
+      .map((r) => ({ id: r.id, url: r.url, job: JSON.parse(r.job) as StoredJob, attempts: r.attempts }));
+  },
+
+  deliveryDone(s: SqliteContext, id: string): void {
+    s.db.query("DELETE FROM webhook_deliveries WHERE id = ?").run(id);
+  },
+
+  deliveryRetry(s: SqliteContext, id: string, nextAt: number): void {
+    s.db.query("UPDATE webhook_deliveries SET attempts = attempts + 1, next_at = ? WHERE id = ?").run(nextAt, id);
+  },
+
+  sweep(s: SqliteContext, now: number, workerLossTimeoutMs: number, announce: Announce): SweepReport {
+    const report: SweepReport = { expired: 0, timedOut: [], requeued: [], lost: [] };
+
+    const expired = s.db
+      .query<Pick<JobRow, "id" | "status" | "worker_id">, [number]>("DELETE FROM jobs WHERE expires_at <= ? RETURNING id, status, worker_id")
+      .all(now);
+    for (const j of expired) {
+      s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(j.id);
+      if (j.status === "IN_PROGRESS") s.stop(j.worker_id, j.id, announce);
+      announce(topics.job(j.id));
+    }
+    report.expired = expired.length;
+
+    const late = s.db.query<JobRow, [number]>("SELECT * FROM jobs WHERE status = 'IN_PROGRESS' AND deadline <= ?").all(now);
+    for (const j of late) {
+      const timeout = (JSON.parse(j.policy) as StoredJob["policy"]).executionTimeout;
+      s.db
+        .query(
+          `UPDATE jobs SET status = 'TIMED_OUT', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
+             expires_at = ? WHERE id = ?`,
+        )
+        .run(now, JSON.stringify(`execution timeout of ${timeout} ms exceeded`), now + s.retentionOf(j), j.id);
+      s.stop(j.worker_id, j.id, announce);
+      announce(topics.job(j.id));
+      s.owe(j.id, now, announce);
+      report.timedOut.push({ jobId: j.id, workerId: opt(j.worker_id) });
+    }
+
+    const cutoff = now - workerLossTimeoutMs;
+    const orphans = s.db
+      .query<JobRow, [number]>(
+        `SELECT j.* FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+         WHERE j.status = 'IN_PROGRESS' AND (w.id IS NULL OR w.last_seen <= ?)`,
+      )
+      .all(cutoff);
+    for (const j of orphans) {
+      if (j.losses === 0) {
+        s.db
+          .query(
+            `UPDATE jobs SET status = 'IN_QUEUE', losses = 1, worker_id = NULL, started_at = NULL, deadline = NULL,
+               progress = NULL WHERE id = ?`,
+          )
+          .run(j.id);
+        announce(topics.queue(j.endpoint));
+        report.requeued.push(j.id);
+      } else {
+        s.db
+          .query(
+            `UPDATE jobs SET status = 'FAILED', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
+               expires_at = ? WHERE id = ?`,
+          )
+          .run(
+            now,
+            JSON.stringify(`worker ${j.worker_id} was lost while running the job (it stopped sending heartbeats), twice`),
+            now + s.retentionOf(j),
+            j.id,
+          );
+        s.owe(j.id, now, announce);
+        report.lost.push(j.id);
+      }
+      announce(topics.job(j.id));
+    }
+    const dead = s.db.query<{ id: string }, [number]>("DELETE FROM workers WHERE last_seen <= ? RETURNING id").all(cutoff);
+    for (const w of dead) s.db.query("DELETE FROM stops WHERE worker_id = ?").run(w.id);
+    return report;
+  },
+};

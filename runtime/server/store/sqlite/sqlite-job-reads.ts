@@ -1,0 +1,95 @@
+import type { HealthResponse } from "../../../protocol/job-response.ts";
+import type { ScalingStats, StoredJob, UsageRow } from "../store.ts";
+import type { SqliteContext } from "./sqlite-context.ts";
+import { opt, toJob } from "./sqlite-job-row.ts";
+import type { JobRow } from "./sqlite-schema.ts";
+
+/** Reads of jobs, workers and usage on the embedded store; none of them writes. */
+export const jobReads = {
+  get(s: SqliteContext, endpointId: string, jobId: string, now: number): StoredJob | null {
+    const row = s.liveRow(endpointId, jobId, now);
+    return row && toJob(row);
+  },
+
+  health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {
+    const counts = s.db
+      .query<{ status: string; n: number }, [string, number]>(
+        "SELECT status, COUNT(*) AS n FROM jobs WHERE endpoint = ? AND expires_at > ? GROUP BY status",
+      )
+      .all(endpointId, now);
+    const n = (status: string) => counts.find((c) => c.status === status)?.n ?? 0;
+    const retried =
+      s.db
+        .query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'")
+        .get(endpointId)?.value ?? 0;
+    const workers = s.db
+      .query<{ busy: number; unhealthy: string | null }, [number, string, number]>(
+        `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS busy,
+           w.unhealthy FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      )
+      .all(now, endpointId, now - workerLossTimeoutMs);
+    const running = workers.filter((w) => w.busy).length;
+    const unhealthy = workers.filter((w) => !w.busy && w.unhealthy !== null).length;
+    return {
+      jobs: {
+        completed: n("COMPLETED"),
+        failed: n("FAILED") + n("TIMED_OUT"),
+        inProgress: n("IN_PROGRESS"),
+        inQueue: n("IN_QUEUE"),
+        retried,
+      },
+      workers: { idle: workers.length - running - unhealthy, running, initializing: 0, unhealthy },
+    };
+  },
+
+  recent(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string): { jobs: StoredJob[]; next?: string } {
+    const cursor = before === undefined ? Number.MAX_SAFE_INTEGER : Number(before);
+    const rows = s.db
+      .query<JobRow & { rid: number }, [string, number, number, number]>(
+        "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+      )
+      .all(endpointId, now, cursor, limit + 1);
+    const page = rows.slice(0, limit);
+    const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
+    return { jobs: page.map(toJob), next };
+  },
+
+  usage(s: SqliteContext): UsageRow[] {
+    return s.db
+      .query<{ key_id: string; endpoint: string; jobs: number; cost_e10: number }, []>("SELECT * FROM usage ORDER BY key_id, endpoint")
+      .all()
+      .map((r) => ({ keyId: r.key_id, endpointId: r.endpoint, jobs: r.jobs, cost: r.cost_e10 / 1e10 }));
+  },
+
+  scalingStats(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): ScalingStats {
+    const q = s.db
+      .query<{ low: number; n: number; oldest: number | null }, [string, number]>(
+        `SELECT COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low, COUNT(*) AS n, MIN(queued_at) AS oldest
+         FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? GROUP BY low`,
+      )
+      .all(endpointId, now);
+    const normal = q.find((r) => !r.low);
+    const inProgress = s.db
+      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_PROGRESS' AND expires_at > ?")
+      .get(endpointId, now)!.n;
+    const workers = s.db
+      .query<{ id: string; running: number; unhealthy: string | null; last_active: number | null }, [number, string, number]>(
+        `SELECT w.id, (SELECT COUNT(*) FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS running,
+           w.unhealthy, w.last_active FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      )
+      .all(now, endpointId, now - workerLossTimeoutMs);
+    return {
+      queued: normal?.n ?? 0,
+      queuedLowPriority: q.find((r) => r.low)?.n ?? 0,
+      inProgress,
+      oldestQueuedAt: normal?.oldest ?? undefined,
+      workers: workers.map((w) => ({ id: w.id, running: w.running, unhealthy: w.unhealthy !== null, lastActive: opt(w.last_active) })),
+    };
+  },
+
+  queueDepth(s: SqliteContext, endpointId: string, now: number): number {
+    return s.db
+      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
+      .get(endpointId, now)!.n;
+  },
+};

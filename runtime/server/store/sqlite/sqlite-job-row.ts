@@ -1,0 +1,36 @@
+import type { JobStatus } from "../../../protocol/limits.ts";
+import type { StoredJob } from "../store.ts";
+import type { JobRow } from "./sqlite-schema.ts";
+
+/** A value as a JSON column, or NULL when it is undefined. */
+export const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
+const parse = (s: string | null): unknown => (s === null ? undefined : JSON.parse(s));
+/** A nullable column as an optional field. */
+export const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
+
+/** A row of `jobs` as a StoredJob. */
+export function toJob(r: JobRow): StoredJob {
+  return {
+    id: r.id,
+    endpointId: r.endpoint,
+    status: r.status as JobStatus,
+    input: JSON.parse(r.input),
+    webhook: opt(r.webhook),
+    policy: JSON.parse(r.policy),
+    s3Config: parse(r.s3_config) as StoredJob["s3Config"],
+    sync: r.sync === 1,
+    keyId: opt(r.key_id),
+    createdAt: r.created_at,
+    queuedAt: r.queued_at,
+    startedAt: opt(r.started_at),
+    completedAt: opt(r.completed_at),
+    expiresAt: r.expires_at,
+    deadline: opt(r.deadline),
+    workerId: opt(r.worker_id),
+    output: parse(r.output),
+    error: parse(r.error),
+    progress: parse(r.progress),
+    losses: r.losses,
+    retries: r.retries,
+  };
+}

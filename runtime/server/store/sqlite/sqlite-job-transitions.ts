@@ -1,0 +1,193 @@
+import type { JobStatus } from "../../../protocol/limits.ts";
+import { topics } from "../store-events.ts";
+import type { JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
+import type { Announce, SqliteContext } from "./sqlite-context.ts";
+import { json, toJob } from "./sqlite-job-row.ts";
+import type { JobRow } from "./sqlite-schema.ts";
+
+function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
+  const insert = s.db.query("INSERT INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
+  chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
+  s.db.query("UPDATE jobs SET chunk_count = chunk_count + ? WHERE id = ?").run(chunks.length, jobId);
+}
+
+/**
+ * The changes a job goes through, from enqueue to a final state, as SQL on the embedded store.
+ * Those that take `announce` run inside the store's transaction.
+ */
+export const jobTransitions = {
+  enqueue(s: SqliteContext, job: NewJob, now: number, announce: Announce): StoredJob {
+    const row = s.db
+      .query<JobRow, Record<string, string | number | null>>(
+        `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id,
+           created_at, queued_at, expires_at)
+         VALUES ($id, $endpoint, 'IN_QUEUE', $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $expires)
+         RETURNING *`,
+      )
+      .get({
+        id: job.id,
+        endpoint: job.endpointId,
+        seq: s.nextSeq(),
+        input: JSON.stringify(job.input),
+        webhook: job.webhook ?? null,
+        policy: JSON.stringify(job.policy),
+        s3: json(job.s3Config),
+        sync: job.sync ? 1 : 0,
+        key: job.keyId ?? null,
+        now,
+        expires: now + job.policy.ttl,
+      })!;
+    announce(topics.queue(job.endpointId));
+    announce(topics.job(job.id));
+    return toJob(row);
+  },
+
+  setExpiry(s: SqliteContext, endpointId: string, jobId: string, expiresAt: number, now: number): StoredJob | null {
+    const row = s.db
+      .query<JobRow, [number, string, string, number]>(
+        "UPDATE jobs SET expires_at = ? WHERE id = ? AND endpoint = ? AND expires_at > ? RETURNING *",
+      )
+      .get(expiresAt, jobId, endpointId, now);
+    return row && toJob(row);
+  },
+
+  claim(s: SqliteContext, endpointId: string, workerId: string, max: number, now: number, announce: Announce): StoredJob[] {
+    const rows = s.db
+      .query<JobRow, [number, string, number, string, number, number]>(
+        `UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?, worker_id = ?,
+           deadline = ? + json_extract(policy, '$.executionTimeout')
+         WHERE id IN (SELECT id FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?
+                      ORDER BY seq LIMIT ?)
+         RETURNING *`,
+      )
+      .all(now, workerId, now, endpointId, now, max);
+    rows.sort((a, b) => a.seq - b.seq);
+    if (rows.length) s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
+    for (const r of rows) announce(topics.job(r.id));
+    return rows.map(toJob);
+  },
+
+  progress(s: SqliteContext, workerId: string, jobId: string, value: unknown, now: number, announce: Announce): boolean {
+    const changed = s.db
+      .query(`UPDATE jobs SET progress = ? WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?`)
+      .run(json(value ?? null), jobId, workerId, now).changes;
+    if (changed) announce(topics.job(jobId));
+    return changed > 0;
+  },
+
+  appendChunks(s: SqliteContext, workerId: string, jobId: string, chunks: unknown[], now: number, announce: Announce): boolean {
+    const row = s.db
+      .query<Pick<JobRow, "chunk_count">, [string, string, number]>(
+        "SELECT chunk_count FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
+      )
+      .get(jobId, workerId, now);
+    if (!row) return false;
+    appendChunkRows(s, jobId, row.chunk_count, chunks);
+    announce(topics.job(jobId));
+    return true;
+  },
+
+  readStream(s: SqliteContext, endpointId: string, jobId: string, now: number): StreamRead | null {
+    const row = s.liveRow(endpointId, jobId, now);
+    if (!row) return null;
+    const chunks = s.db
+      .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
+      .all(jobId, row.chunks_read)
+      .map((c) => JSON.parse(c.data));
+    if (chunks.length) s.db.query("UPDATE jobs SET chunks_read = chunk_count WHERE id = ?").run(jobId);
+    return { job: toJob(row), chunks };
+  },
+
+  finish(
+    s: SqliteContext,
+    workerId: string,
+    jobId: string,
+    result: JobResult,
+    finalChunks: unknown[],
+    now: number,
+    cost: number | undefined,
+    announce: Announce,
+  ): StoredJob | null {
+    const row = s.db
+      .query<JobRow, [string, string]>("SELECT * FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS'")
+      .get(jobId, workerId);
+    if (!row || row.expires_at <= now) return null;
+    const failed = "error" in result;
+    s.db
+      .query(
+        `UPDATE jobs SET status = ?, output = ?, error = ?, progress = NULL, completed_at = ?, deadline = NULL,
+           expires_at = ? WHERE id = ?`,
+      )
+      .run(
+        failed ? "FAILED" : "COMPLETED",
+        failed ? null : json(result.output),
+        failed ? json(result.error) : null,
+        now,
+        now + s.retentionOf(row),
+        jobId,
+      );
+    if (row.chunk_count === 0 && finalChunks.length) appendChunkRows(s, jobId, 0, finalChunks);
+    s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
+    s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
+    if (!failed && cost !== undefined && row.key_id) {
+      s.db
+        .query(
+          `INSERT INTO usage (key_id, endpoint, jobs, cost_e10) VALUES (?1, ?2, 1, ?3)
+           ON CONFLICT (key_id, endpoint) DO UPDATE SET jobs = jobs + 1, cost_e10 = cost_e10 + ?3`,
+        )
+        .run(row.key_id, row.endpoint, Math.round(cost * 1e10));
+    }
+    announce(topics.job(jobId));
+    return s.owe(jobId, now, announce);
+  },
+
+  cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): StoredJob | null {
+    const row = s.liveRow(endpointId, jobId, now);
+    if (!row) return null;
+    if (row.status !== "IN_QUEUE" && row.status !== "IN_PROGRESS") return toJob(row);
+    s.db
+      .query(
+        `UPDATE jobs SET status = 'CANCELLED', completed_at = ?, deadline = NULL, progress = NULL, expires_at = ?
+         WHERE id = ?`,
+      )
+      .run(now, now + s.retentionOf(row), jobId);
+    if (row.status === "IN_PROGRESS") s.stop(row.worker_id, jobId, announce);
+    announce(topics.job(jobId));
+    return s.owe(jobId, now, announce);
+  },
+
+  retry(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): RetryOutcome {
+    const row = s.liveRow(endpointId, jobId, now);
+    if (!row) return { kind: "not-found" } as const;
+    if (row.status !== "FAILED" && row.status !== "TIMED_OUT") return { kind: "conflict", status: row.status as JobStatus } as const;
+    const ttl = (JSON.parse(row.policy) as StoredJob["policy"]).ttl;
+    s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
+    // A stop owed to the earlier run (its timeout) must not cancel the new one.
+    s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
+    s.db
+      .query(
+        `UPDATE jobs SET status = 'IN_QUEUE', seq = ?, queued_at = ?, expires_at = ?, started_at = NULL,
+           completed_at = NULL, deadline = NULL, worker_id = NULL, output = NULL, error = NULL, progress = NULL,
+           losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0
+         WHERE id = ?`,
+      )
+      .run(s.nextSeq(), now, now + ttl, jobId);
+    s.db
+      .query(
+        `INSERT INTO counters (endpoint, name, value) VALUES (?, 'retried', 1)
+         ON CONFLICT (endpoint, name) DO UPDATE SET value = value + 1`,
+      )
+      .run(endpointId);
+    announce(topics.queue(endpointId));
+    announce(topics.job(jobId));
+    return { kind: "retried", job: toJob(s.rowById(jobId)) } as const;
+  },
+
+  purgeQueue(s: SqliteContext, endpointId: string, now: number, announce: Announce): number {
+    const ids = s.db
+      .query<{ id: string }, [string, number]>("DELETE FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? RETURNING id")
+      .all(endpointId, now);
+    for (const { id } of ids) announce(topics.job(id));
+    return ids.length;
+  },
+};
