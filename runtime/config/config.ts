@@ -74,6 +74,11 @@ export const serverConfigSchema = z.strictObject({
   streamWaitMs: z.number().int().min(0).max(30_000).default(2_000),
   /** A worker silent for this long is lost: its jobs are re-queued once, then FAILED. @default 60000 */
   workerLossTimeoutMs: z.number().int().min(1).default(60_000),
+  /**
+   * A job a worker has held this long that its heartbeat (ping job_id) no longer lists is lost,
+   * e.g. when the answer to its take never reached it. @default 30000
+   */
+  pingGraceMs: z.number().int().min(0).default(30_000),
   /** How often retention, expiry, timeouts and worker loss are checked. @default 1000 */
   sweepIntervalMs: z.number().int().min(1).default(1_000),
   /** How often the scaler decides how many workers each endpoint needs. @default 1000 */

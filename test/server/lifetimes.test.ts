@@ -137,6 +137,21 @@ describe("worker loss", () => {
     expect(failed.error).toContain("worker gone-2 was lost");
   });
 
+  test("a job the worker's heartbeat stops listing (its take answer was lost) is re-queued after the grace period", async () => {
+    const clock = new ManualClock();
+    await using srv = await startTestServer({ clock, server: { pingGraceMs: 30_000 } });
+    const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: {} });
+    const w = protocolWorker(srv, "echo", "w1");
+    await w.take(); // imagine this answer never reached the worker: its pings do not list the job
+    clock.advance(29_999);
+    await w.ping([]);
+    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1].status).toBe("IN_PROGRESS");
+    clock.advance(1);
+    await w.ping([]);
+    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE" });
+    expect((await w.take()).id).toBe(id);
+  });
+
   test("a worker that keeps pinging keeps its job", async () => {
     const clock = new ManualClock();
     await using srv = await startTestServer({ clock, server: { workerLossTimeoutMs: 30_000 } });

@@ -101,6 +101,26 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.health("ep", T0 + 10, 60_000)).jobs).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 1, retried: 1 });
     }));
 
+    test("a heartbeat that no longer lists a job held past the grace period loses it", withStore(async (s) => {
+      await s.enqueue(newJob("kept"), T0);
+      await s.enqueue(newJob("dropped"), T0);
+      await s.touchWorker("w", "ep", T0);
+      await s.claim("ep", "w", 2, T0);
+      await s.touchWorker("w", "ep", T0 + 29_999, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      expect((await s.get("ep", "dropped", T0 + 29_999))!.status).toBe("IN_PROGRESS");
+      await s.touchWorker("w", "ep", T0 + 30_000, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      expect((await s.get("ep", "kept", T0 + 30_000))!.status).toBe("IN_PROGRESS");
+      expect((await s.get("ep", "dropped", T0 + 30_000))!).toMatchObject({ status: "IN_QUEUE", losses: 1 });
+      await s.claim("ep", "w", 1, T0 + 30_000);
+      await s.touchWorker("w", "ep", T0 + 60_000, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      expect((await s.get("ep", "dropped", T0 + 60_000))!.error).toContain("heartbeat no longer listed the job");
+      // A heartbeat without a job list (a plain touch) settles nothing.
+      await s.enqueue(newJob("quiet"), T0 + 60_000);
+      await s.claim("ep", "w", 1, T0 + 60_000);
+      await s.touchWorker("w", "ep", T0 + 200_000);
+      expect((await s.get("ep", "quiet", T0 + 200_000))!.status).toBe("IN_PROGRESS");
+    }));
+
     test("a stop owed to a timed-out run does not cancel its retry", withStore(async (s) => {
       await s.enqueue(newJob("t", { policy: { ...policy, executionTimeout: 6_000 } }), T0);
       await s.claim("ep", "w", 1, T0);

@@ -101,6 +101,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     const status = c.req.query("status");
     await presence.touch(segment(c, "worker"), c.var.endpointId, clock.now(), {
       runningIds: ids ? ids.split(",").filter(Boolean) : [],
+      missingAfterMs: config.server.pingGraceMs,
       unhealthy: status === "unhealthy" ? { check: c.req.query("check") ?? "", reason: c.req.query("reason") ?? "" } : null,
     });
     return c.json({});

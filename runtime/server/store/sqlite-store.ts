@@ -115,7 +115,7 @@ export class SqliteStore implements Store {
   }
 
   async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
-    duties.touchWorker(this.#sql, workerId, endpointId, now, report);
+    this.#tx((announce) => duties.touchWorker(this.#sql, workerId, endpointId, now, report, announce));
   }
 
   async usage(): Promise<UsageRow[]> {

@@ -123,6 +123,11 @@ export interface ScalingStats {
 export interface WorkerReport {
   /** Job ids the worker says it is running (ping's job_id). */
   runningIds?: string[];
+  /**
+   * With runningIds: a job IN_PROGRESS on this worker since at least this long ago that the
+   * worker does not list is lost (the worker-loss rule applies to it).
+   */
+  missingAfterMs?: number;
   unhealthy?: { check: string; reason: string } | null;
 }
 
@@ -164,7 +169,7 @@ export interface Store {
   /** Live jobs of the endpoint, newest first; `before` is a cursor from an earlier page. */
   recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }>;
 
-  /** Records that a worker is alive (every worker request does). */
+  /** Records that a worker is alive (every worker request does); see WorkerReport for pings. */
   touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void>;
   /** Ids of jobs the worker must stop, removing them from its stop list. */
   takeStops(workerId: string): Promise<string[]>;

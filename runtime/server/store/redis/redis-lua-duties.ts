@@ -64,9 +64,24 @@ while #out < want do
 end
 return out`,
 
-  /** ARGV5 worker, ARGV6 endpoint, ARGV7 running ids JSON or '', ARGV8 unhealthy JSON or '', ARGV9 '1' when reported. */
+  /**
+   * ARGV5 worker, ARGV6 endpoint, ARGV7 running ids JSON or '', ARGV8 unhealthy JSON or '',
+   * ARGV9 '1' when reported, ARGV10 missingAfterMs or '': jobs held longer that the heartbeat
+   * leaves out follow the worker-loss rule.
+   */
   touch: `
 local wk = P .. 'w:' .. ARGV[5]
+if ARGV[7] ~= '' and ARGV[10] ~= '' then
+  local reported = {}
+  for _, id in ipairs(cjson.decode(ARGV[7])) do reported[id] = true end
+  local before = now - tonumber(ARGV[10])
+  for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. ARGV[5])) do
+    local j = job(id)
+    if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == ARGV[5] and tonumber(j.started) <= before and not reported[id] then
+      lose(j, ARGV[5], 'its heartbeat no longer listed the job')
+    end
+  end
+end
 redis.call('HSET', wk, 'ep', ARGV[6], 'seen', n(now))
 redis.call('ZADD', P .. 'wseen', now, ARGV[5])
 if ARGV[7] ~= '' then redis.call('HSET', wk, 'ids', ARGV[7]) end
@@ -116,19 +131,8 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '-inf', now - tonum
   for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. w)) do
     local j = job(id)
     if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == w then
-      unrun(j)
-      if tonumber(j.losses) == 0 then
-        redis.call('HSET', jk(id), 'losses', '1')
-        redis.call('HDEL', jk(id), 'worker', 'started', 'deadline', 'progress')
-        setStatus(j, 'IN_QUEUE', tonumber(j.expires))
-        redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, id)
-        pub('queue:' .. j.ep); pub('job:' .. id)
-        table.insert(report.requeued, id)
-      else
-        local why = 'worker ' .. w .. ' was lost while running the job (it stopped sending heartbeats), twice'
-        ended(id, 'FAILED', {'error', cjson.encode(why)}, j)
-        table.insert(report.lost, id)
-      end
+      local outcome = lose(j, w, 'it stopped sending heartbeats')
+      table.insert(outcome == 'requeued' and report.requeued or report.lost, id)
     end
   end
   redis.call('DEL', P .. 'w:' .. w, P .. 'wjobs:' .. w, P .. 'stops:' .. w)

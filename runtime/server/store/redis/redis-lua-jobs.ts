@@ -61,6 +61,20 @@ local function ended(id, status, fields, j)
   owe(id)
   pub('job:' .. id)
 end
+-- The worker-loss rule for one job: re-queued the first time, FAILED the second.
+local function lose(j, w, why)
+  unrun(j)
+  if tonumber(j.losses) == 0 then
+    redis.call('HSET', jk(j.id), 'losses', '1')
+    redis.call('HDEL', jk(j.id), 'worker', 'started', 'deadline', 'progress')
+    setStatus(j, 'IN_QUEUE', tonumber(j.expires))
+    redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
+    pub('queue:' .. j.ep); pub('job:' .. j.id)
+    return 'requeued'
+  end
+  ended(j.id, 'FAILED', {'error', cjson.encode('worker ' .. w .. ' was lost while running the job (' .. why .. '), twice')}, j)
+  return 'lost'
+end
 `;
 
 export const JOB_SCRIPTS = {

@@ -226,6 +226,7 @@ export class RedisStore implements Store {
       report?.runningIds ? JSON.stringify(report.runningIds) : "",
       report?.unhealthy ? JSON.stringify(report.unhealthy) : "",
       report?.unhealthy !== undefined ? "1" : "0",
+      report?.runningIds && report.missingAfterMs !== undefined ? report.missingAfterMs : "",
     ]);
   }
 

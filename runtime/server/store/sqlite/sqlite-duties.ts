@@ -8,8 +8,46 @@ import type { JobRow } from "./sqlite-schema.ts";
  * The server's housekeeping on the embedded store: worker presence, stops, webhook deliveries and
  * the sweep. Those that take `announce` run inside the store's transaction.
  */
+/**
+ * The worker-loss rule for one job: re-queued the first time its worker is lost, FAILED (naming
+ * the worker and why) the second time.
+ */
+function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, why: string): "requeued" | "lost" {
+  announce(topics.job(j.id));
+  if (j.losses === 0) {
+    s.db
+      .query(
+        `UPDATE jobs SET status = 'IN_QUEUE', losses = 1, worker_id = NULL, started_at = NULL, deadline = NULL,
+           progress = NULL WHERE id = ?`,
+      )
+      .run(j.id);
+    announce(topics.queue(j.endpoint));
+    return "requeued";
+  }
+  s.db
+    .query(
+      `UPDATE jobs SET status = 'FAILED', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
+         expires_at = ? WHERE id = ?`,
+    )
+    .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), now + s.retentionOf(j), j.id);
+  s.owe(j.id, now, announce);
+  return "lost";
+}
+
 export const duties = {
-  touchWorker(s: SqliteContext, workerId: string, endpointId: string, now: number, report?: WorkerReport): void {
+  /**
+   * Records that a worker is alive. A heartbeat that lists the worker's running jobs also settles
+   * the jobs it leaves out: one IN_PROGRESS on this worker since before `missingAfterMs` ago that
+   * the worker no longer reports (its take answer was lost, say) follows the worker-loss rule.
+   */
+  touchWorker(s: SqliteContext, workerId: string, endpointId: string, now: number, report: WorkerReport | undefined, announce: Announce): void {
+    if (report?.runningIds && report.missingAfterMs !== undefined) {
+      const reported = new Set(report.runningIds);
+      const held = s.db
+        .query<JobRow, [string, number]>("SELECT * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?")
+        .all(workerId, now - report.missingAfterMs);
+      for (const j of held) if (!reported.has(j.id)) loseJob(s, j, now, announce, "its heartbeat no longer listed the job");
+    }
     s.db
       .query(
         `INSERT INTO workers (id, endpoint, last_seen, running_ids, unhealthy) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -93,31 +131,8 @@ export const duties = {
       )
       .all(cutoff);
     for (const j of orphans) {
-      if (j.losses === 0) {
-        s.db
-          .query(
-            `UPDATE jobs SET status = 'IN_QUEUE', losses = 1, worker_id = NULL, started_at = NULL, deadline = NULL,
-               progress = NULL WHERE id = ?`,
-          )
-          .run(j.id);
-        announce(topics.queue(j.endpoint));
-        report.requeued.push(j.id);
-      } else {
-        s.db
-          .query(
-            `UPDATE jobs SET status = 'FAILED', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
-               expires_at = ? WHERE id = ?`,
-          )
-          .run(
-            now,
-            JSON.stringify(`worker ${j.worker_id} was lost while running the job (it stopped sending heartbeats), twice`),
-            now + s.retentionOf(j),
-            j.id,
-          );
-        s.owe(j.id, now, announce);
-        report.lost.push(j.id);
-      }
-      announce(topics.job(j.id));
+      const outcome = loseJob(s, j, now, announce, "it stopped sending heartbeats");
+      (outcome === "requeued" ? report.requeued : report.lost).push(j.id);
     }
     const dead = s.db.query<{ id: string }, [number]>("DELETE FROM workers WHERE last_seen <= ? RETURNING id").all(cutoff);
     for (const w of dead) s.db.query("DELETE FROM stops WHERE worker_id = ?").run(w.id);
