@@ -28,17 +28,21 @@ export async function buildCommand(args: string[]): Promise<number> {
       `import handler from ${JSON.stringify(handlerPath)};\n` +
         `import { workerMain } from ${JSON.stringify(WORKER_MAIN)};\n` +
         `const args = process.argv.slice(2);\n` +
-        // No top-level await: bytecode builds are CommonJS.
         `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
         `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`,
     );
-    const proc = Bun.spawn([process.execPath, "build", "--compile", "--bytecode", "--minify", entry, "--outfile", outfile], {
-      stdio: ["ignore", "inherit", "inherit"],
+    // ESM bytecode: handlers may use import.meta; bytecode makes the start fast.
+    const proc = Bun.spawn([process.execPath, "build", "--compile", "--bytecode", "--format=esm", "--minify", entry, "--outfile", outfile], {
+      stdio: ["ignore", "inherit", "pipe"],
     });
+    const errors = await new Response(proc.stderr).text();
+    process.stderr.write(errors);
     const code = await proc.exited;
-    if (code !== 0) {
-      console.error(`bun build --compile failed (exit ${code})`);
-      return code;
+    // bun can print a bytecode failure and still exit 0 with a binary that does not start.
+    if (code !== 0 || /error:/i.test(errors)) {
+      console.error(`bun build --compile failed${code !== 0 ? ` (exit ${code})` : ""}; no working binary was made`);
+      rmSync(outfile, { force: true });
+      return code || 1;
     }
     console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB)`);
     return 0;
