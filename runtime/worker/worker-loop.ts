@@ -65,7 +65,7 @@ export class WorkerLoop {
 
   /** Runs until shutdown() and the drain are over; returns the exit code. */
   async run(): Promise<number> {
-    const { api, clock, log } = this.#o;
+    const { api, log } = this.#o;
     await this.#o.handler.setup?.(this.#o.handlerOptions);
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
@@ -81,7 +81,6 @@ export class WorkerLoop {
     await this.#drain();
     this.#loopsDone.abort();
     await Promise.all(side);
-    void clock;
     return this.#exitCode;
   }
 
