@@ -1,11 +1,27 @@
 import { expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { spawnProcess } from "../../helpers/spawned.ts";
 import { until } from "../../helpers/worker-loop.ts";
 
 const CLI = resolve(import.meta.dir, "../../../runtime/cli.ts");
+/** Pids whose parent is `pid`, read from /proc (no procps needed). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return out;
+}
+
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -23,7 +39,7 @@ test("a server killed with SIGKILL leaves no worker process behind", async () =>
     const [key] = await server.waitFor(/^\s+spool_\S+$/);
     const res = await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: { authorization: key!.trim() }, body: '{"input":{"a":1}}' });
     expect(((await res.json()) as { status: string }).status).toBe("COMPLETED");
-    const children = Bun.spawnSync(["pgrep", "-P", String(server.proc.pid)]).stdout.toString().trim().split("\n").filter(Boolean).map(Number);
+    const children = childrenOf(server.proc.pid);
     expect(children.length).toBe(1);
     server.proc.kill(9);
     await server.proc.exited;
