@@ -1,10 +1,7 @@
 import type { Log } from "../log.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
+import { CHILD_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 
-/** Set in the child's environment: that process runs the worker loop itself. */
-export const CHILD_ENV = "SPOOL_WORKER_CHILD";
-/** Which child this is: the first keeps the worker id, replacements add -r2, -r3... */
-export const GENERATION_ENV = "SPOOL_WORKER_GENERATION";
 
 /**
  * Runs the worker in a child process and replaces it when it ends: at once when it asked to be

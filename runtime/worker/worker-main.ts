@@ -4,7 +4,8 @@ import { stderrLog } from "../log.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { handlerOptions } from "./handler-options.ts";
 import { localInput, runOnce } from "./run-once.ts";
-import { CHILD_ENV, selfCommand, supervise } from "./supervisor.ts";
+import { CHILD_ENV, EXIT_WITH_PARENT_ENV } from "../protocol/worker-env.ts";
+import { selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
 import { WorkerLoop } from "./worker-loop.ts";
 import { workerOptions } from "./worker-options.ts";
@@ -64,9 +65,6 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   if (env[EXIT_WITH_PARENT_ENV] === "1") exitWithParent(log);
   return loop.run();
 }
-
-/** Set by the scaler: a worker it started must not outlive it (a server killed with SIGKILL). */
-export const EXIT_WITH_PARENT_ENV = "SPOOL_EXIT_WITH_PARENT";
 
 function exitWithParent(log: { warn: (m: string) => void }): void {
   const parent = process.ppid;

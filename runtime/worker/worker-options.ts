@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { describeIssues } from "../protocol/job-request.ts";
+import { GENERATION_ENV } from "../protocol/worker-env.ts";
 import { urlsFromEnv, urlsFromFlags, type WorkerUrls } from "./worker-urls.ts";
 
 /** Worker settings from flags and RunPod's environment contract; the one place defaults live. */
@@ -33,7 +34,7 @@ export function workerOptions(flags: WorkerFlags, env: Record<string, string | u
     urls = urlsFromEnv(env);
   }
   if (!urls) throw new Error("no queue server: pass --url URL --endpoint ID, or set RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT");
-  const generation = Number(env.SPOOL_WORKER_GENERATION ?? 1);
+  const generation = Number(env[GENERATION_ENV] ?? 1);
   const base = flags["worker-id"] ?? env.RUNPOD_POD_ID ?? `worker-${crypto.randomUUID().slice(0, 8)}`;
   const parsed = schema.safeParse({
     workerId: generation > 1 ? `${base}-r${generation}` : base,

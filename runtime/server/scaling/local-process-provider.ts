@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { EXIT_WITH_PARENT_ENV } from "../../protocol/worker-env.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "./worker-provider.ts";
 
 const CLI = resolve(import.meta.dir, "../../cli.ts");
@@ -17,7 +18,7 @@ export class LocalProcessProvider implements WorkerProvider {
         ...process.env,
         ...spec.env,
         SPOOL_API_KEY: spec.apiKey,
-        SPOOL_EXIT_WITH_PARENT: "1", // a server killed with SIGKILL leaves no worker behind
+        [EXIT_WITH_PARENT_ENV]: "1", // a server killed with SIGKILL leaves no worker behind
         RUNPOD_WEBHOOK_GET_JOB: undefined,
         RUNPOD_POD_ID: undefined,
       },
