@@ -58,7 +58,10 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     const limited = Object.hasOwn(LIMITED, op) ? LIMITED[op] : undefined;
     if (!limited) return next();
     const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
-    if (!admission.ok) throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+    if (!admission.ok) {
+      deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
+      throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+    }
     let handedOver = false;
     c.set("keepAdmission", () => {
       handedOver = true;

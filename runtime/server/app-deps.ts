@@ -2,6 +2,8 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import type { InputSchemas } from "./input-schemas.ts";
+import type { JobEvents } from "./jobs/job-events.ts";
+import type { JobService } from "./jobs/job-service.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
@@ -10,6 +12,8 @@ export interface AppDeps {
   config: Config;
   clock: Clock;
   log: Log;
+  /** What happens to jobs on this server (stats, metrics, dashboard listen here). */
+  jobEvents: JobEvents;
   /** Workers the scaler has started and not yet heard from, per endpoint. */
   initializing?: (endpointId: string) => number;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */
@@ -17,6 +21,9 @@ export interface AppDeps {
   /** Told of every worker request, so the scaler knows its workers are up. */
   workerSeen?: (workerId: string) => void;
 }
+
+/** What routes are built from: the app's deps and the one job path. */
+export type RouteDeps = AppDeps & { jobs: JobService };
 
 /** Values the middleware puts on each request's context. */
 export interface AppEnv {

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
+import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
 import type { FileStore, LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
@@ -9,7 +10,8 @@ import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 
 /** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
-export function createApp(deps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
+export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
+  const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const app = new Hono<AppEnv>();
 

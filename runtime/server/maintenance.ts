@@ -17,11 +17,26 @@ export function startMaintenance(
   const stopped = new AbortController();
   let lastPrune = clock.now();
 
+  /** The sweep reports ids only: read the ended jobs back (a rare path) for the job events. */
+  async function announceEnded(ids: string[]): Promise<void> {
+    const now = clock.now();
+    for (const id of ids) {
+      for (const endpointId of Object.keys(config.endpoints)) {
+        const job = await store.get(endpointId, id, now);
+        if (job) {
+          deps.jobEvents.emit({ type: "ended", job });
+          break;
+        }
+      }
+    }
+  }
+
   async function sweep(): Promise<void> {
     const report = await store.sweep(clock.now(), config.server.workerLossTimeoutMs);
     for (const t of report.timedOut) log.warn("job timed out", { jobId: t.jobId, workerId: t.workerId });
     for (const id of report.requeued) log.warn("worker lost; job re-queued", { jobId: id });
     for (const id of report.lost) log.warn("worker lost twice; job failed", { jobId: id });
+    if (deps.jobEvents.listening) await announceEnded([...report.timedOut.map((t) => t.jobId), ...report.lost]);
     if (clock.now() - lastPrune >= FILE_PRUNE_INTERVAL_MS) {
       lastPrune = clock.now();
       files.prune(lastPrune);

@@ -6,6 +6,7 @@ import { LocalFileStore } from "./files/file-store.ts";
 import { S3FileStore } from "./files/s3-file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
 import { InputSchemas } from "./input-schemas.ts";
+import { JobEvents } from "./jobs/job-events.ts";
 import { createKey } from "./keys/api-keys.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
 import { Scaler } from "./scaling/scaler.ts";
@@ -23,6 +24,7 @@ export interface RunningServer {
   config: Config;
   port: number;
   store: Store;
+  jobEvents: JobEvents;
   /** Runs the housekeeping duties once, now. */
   sweep: () => Promise<void>;
   stop: () => Promise<void>;
@@ -34,6 +36,8 @@ export function startServer(options: {
   store?: Store;
   clock?: Clock;
   log?: Log;
+  /** Where the job events of this server go (a fresh emitter by default). */
+  jobEvents?: JobEvents;
   /** Where the scaler starts workers; local processes by default. */
   provider?: WorkerProvider;
 }): RunningServer {
@@ -45,7 +49,8 @@ export function startServer(options: {
     openEmbeddedStore(storeUrl(config), storeOptions(config));
   const localFiles = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
-  const base = { store, config, clock, log };
+  const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
+  const base = { store, config, clock, log, jobEvents };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
   const inputSchemas = new InputSchemas(config, log);
@@ -82,6 +87,7 @@ export function startServer(options: {
     config,
     port: server.port!,
     store,
+    jobEvents,
     sweep: maintenance.sweep,
     stop: async () => {
       await scaling;

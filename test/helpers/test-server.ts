@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { ManualClock, systemClock, type Clock } from "../../runtime/clock.ts";
 import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
+import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";
@@ -22,6 +23,8 @@ export interface TestServer extends AsyncDisposable {
   url: string;
   key: string;
   store: Store;
+  /** The server's job events, for tests to listen to. */
+  jobEvents: JobEvents;
   clock: Clock;
   dataDir: string;
   server: RunningServer;
@@ -58,7 +61,10 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
   });
   const { key } = await createKey(store, "test", clock.now());
-  const server = startServer({ config, store, clock, log: options.log ?? silentLog });
+  const jobEvents = new JobEvents((err) => {
+    throw err;
+  });
+  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents });
   await server.ready;
   await Bun.sleep(0); // let the housekeeping loops reach their first sleep
   const baseSleepers = clock instanceof ManualClock ? clock.sleeping : 0;
@@ -77,6 +83,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     url: server.url,
     key,
     store,
+    jobEvents,
     clock,
     dataDir,
     server,

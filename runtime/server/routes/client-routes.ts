@@ -1,79 +1,34 @@
-import { Hono } from "hono";
-import { describeIssues, jobRequestSchema } from "../../protocol/job-request.ts";
+import { Hono, type Context } from "hono";
+import { jobRequestSchema } from "../../protocol/job-request.ts";
 import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
-import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
-import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { isFinal, LIMITS } from "../../protocol/limits.ts";
+import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
-import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
-import { waitFor } from "../wait-for.ts";
-import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
-export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
-  const { store, clock, config } = deps;
-  const wake = { events: store.events, clock };
+export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
+  const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();
 
   const notFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
 
-  async function submit(req: Request, endpointId: string, keyId: string, sync: boolean): Promise<StoredJob> {
-    const body = validate(jobRequestSchema, await readJson(req), "job request");
-    const endpoint = config.endpoints[endpointId]!;
-    const schema = await deps.inputSchemas?.get(endpointId);
-    const checked = schema?.safeParse(body.input);
-    if (checked && !checked.success) throw new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
-    const depth = await store.queueDepth(endpointId, clock.now());
-    if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
-      throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
-    }
-    if (body.webhook && config.server.webhookBlockPrivate) await refusePrivateWebhook(body.webhook);
-    return store.enqueue(
-      {
-        id: `${sync ? "sync-" : ""}${crypto.randomUUID()}`,
-        endpointId,
-        input: body.input,
-        webhook: body.webhook,
-        policy: {
-          executionTimeout: body.policy?.executionTimeout ?? endpoint.executionTimeout,
-          lowPriority: body.policy?.lowPriority ?? false,
-          ttl: body.policy?.ttl ?? LIMITS.ttlDefault,
-        },
-        s3Config: body.s3Config,
-        sync,
-        keyId,
-      },
-      clock.now(),
-    );
-  }
-
-  /** Waits up to `ms` for the job to reach a final state; returns it as it is then. */
-  async function settle(endpointId: string, id: string, ms: number, signal: AbortSignal): Promise<StoredJob | null> {
-    let latest: StoredJob | null = null;
-    const final = await waitFor(
-      wake,
-      topics.job(id),
-      ms,
-      async () => {
-        latest = await store.get(endpointId, id, clock.now());
-        return !latest || isFinal(latest.status) ? { job: latest } : null;
-      },
-      signal,
-    );
-    return final ? final.job : latest;
+  async function submit(c: Context<AppEnv>, sync: boolean): Promise<StoredJob> {
+    const body = validate(jobRequestSchema, await readJson(c.req.raw), "job request");
+    return jobs.submit(c.var.endpointId, body, { keyId: c.var.key.id, sync });
   }
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
-    const job = await submit(c.req.raw, c.var.endpointId, c.var.key.id, false);
+    const job = await submit(c, false);
     return c.json({ id: job.id, status: job.status });
   });
 
   app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
     const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
-    const job = await submit(c.req.raw, c.var.endpointId, c.var.key.id, true);
-    const settled = (await settle(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
+    const job = await submit(c, true);
+    const settled = (await jobs.waitForFinal(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
     return c.json(isFinal(settled.status) ? jobResponse(settled) : { id: settled.id, status: settled.status });
   });
 
@@ -92,26 +47,15 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
   app.get("/status-sync/:id", async (c) => {
     const id = c.req.param("id");
     const wait = intQuery(c.req.query("wait"), "wait", 0, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
-    const job = await settle(c.var.endpointId, id, wait, c.req.raw.signal);
+    const job = await jobs.waitForFinal(c.var.endpointId, id, wait, c.req.raw.signal);
     if (!job) throw notFound(id);
     return c.json(jobResponse(job));
   });
 
   app.get("/stream/:id", async (c) => {
     const id = c.req.param("id");
-    const endpointId = c.var.endpointId;
     // Wait briefly for something new: the JS client polls /stream back to back.
-    const read = await waitFor(
-      wake,
-      topics.job(id),
-      config.server.streamWaitMs,
-      async () => {
-        const r = await store.readStream(endpointId, id, clock.now());
-        return !r || r.chunks.length > 0 || isFinal(r.job.status) ? { r } : null;
-      },
-      c.req.raw.signal,
-    );
-    const r = read ? read.r : await store.readStream(endpointId, id, clock.now());
+    const r = await jobs.readStream(c.var.endpointId, id, config.server.streamWaitMs, c.req.raw.signal);
     if (!r) throw notFound(id);
     const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map(streamElement) };
     return c.json(body);
@@ -119,7 +63,7 @@ export function clientRoutes(deps: AppDeps): Hono<AppEnv> {
 
   app.post("/cancel/:id", async (c) => {
     const id = c.req.param("id");
-    const job = await store.cancel(c.var.endpointId, id, clock.now());
+    const job = await jobs.cancel(c.var.endpointId, id);
     if (!job) throw notFound(id);
     return c.json({ id: job.id, status: job.status });
   });

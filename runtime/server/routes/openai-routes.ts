@@ -1,14 +1,12 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import { describeIssues } from "../../protocol/job-request.ts";
-import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
+import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { authenticate, authorize } from "../access.ts";
-import type { AppDeps, AppEnv } from "../app-deps.ts";
+import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
-import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
-import { waitFor } from "../wait-for.ts";
 
 /** The issue's name and the spec's name for the same interface. */
 const BASE = "/:endpoint/:iface{openai|compat}/v1";
@@ -71,9 +69,8 @@ function sse(chunks: unknown[]): string {
  * and scaling apply; the route waits for it and relays its output or its chunks. Errors use
  * OpenAI's body shape, including those of authentication and limits.
  */
-export function openaiRoutes(deps: AppDeps): Hono<AppEnv> {
-  const { store, clock, config } = deps;
-  const wake = { events: store.events, clock };
+export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
+  const { jobs } = deps;
   const app = new Hono<AppEnv>();
 
   app.onError((err, c) => {
@@ -96,56 +93,37 @@ export function openaiRoutes(deps: AppDeps): Hono<AppEnv> {
     await next();
   });
 
-  async function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
-    const endpointId = c.var.endpointId;
-    const endpoint = config.endpoints[endpointId]!;
-    const schema: z.ZodType | undefined = await deps.inputSchemas?.get(endpointId);
-    const checked = schema?.safeParse(input);
-    if (checked && !checked.success) {
-      const issue = checked.error.issues[0]!;
-      const path = issue.path[0] === "openai_input" ? issue.path.slice(1) : issue.path;
-      const issues = checked.error.issues.map((i) => ({ ...i, path: i.path[0] === "openai_input" ? i.path.slice(1) : i.path }));
-      throw new OpenaiError(400, `Invalid parameter: ${describeIssues({ issues } as z.ZodError)}`, path.length ? path.join(".") : null);
-    }
-    const depth = await store.queueDepth(endpointId, clock.now());
-    if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
-      throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
-    }
-    return store.enqueue(
-      {
-        id: `sync-${crypto.randomUUID()}`,
-        endpointId,
-        input,
-        policy: { executionTimeout: endpoint.executionTimeout, lowPriority: false, ttl: LIMITS.ttlDefault },
-        sync: true,
-        keyId: c.var.key.id,
-      },
-      clock.now(),
-    );
+  /** The OpenAI form of an input-schema failure: the field at fault as `param`, without openai_input. */
+  function invalid(error: z.ZodError): OpenaiError {
+    const strip = (path: PropertyKey[]) => (path[0] === "openai_input" ? path.slice(1) : path);
+    const path = strip(error.issues[0]!.path);
+    const issues = error.issues.map((i) => ({ ...i, path: strip(i.path) }));
+    return new OpenaiError(400, `Invalid parameter: ${describeIssues({ issues } as z.ZodError)}`, path.length ? path.join(".") : null);
+  }
+
+  function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
+    return jobs.submit(c.var.endpointId, { input }, { keyId: c.var.key.id, sync: true, invalid });
   }
 
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */
-  const abandon = (job: StoredJob) => void store.cancel(job.endpointId, job.id, clock.now()).catch(() => {});
+  const abandon = (job: StoredJob) => void jobs.cancel(job.endpointId, job.id).catch(() => {});
 
   /** Waits for the job's final state; null when the client went away first. */
   async function settle(job: StoredJob, signal: AbortSignal): Promise<{ job: StoredJob | null } | null> {
     for (;;) {
-      const got = await waitFor(wake, topics.job(job.id), job.policy.ttl, async () => {
-        const now = await store.get(job.endpointId, job.id, clock.now());
-        return !now || isFinal(now.status) ? { job: now } : null;
-      }, signal);
-      if (got || signal.aborted) return got;
+      const now = await jobs.waitForFinal(job.endpointId, job.id, job.policy.ttl, signal);
+      if (!now || isFinal(now.status)) return { job: now };
+      if (signal.aborted) return null;
     }
   }
 
   /** Waits for chunks not yet relayed, or the final state; null when the client went away. */
-  async function nextChunks(job: StoredJob, signal: AbortSignal) {
+  async function nextChunks(job: StoredJob, signal: AbortSignal): Promise<{ chunks: unknown[]; job: StoredJob | null } | null> {
     for (;;) {
-      const got = await waitFor(wake, topics.job(job.id), job.policy.ttl, async () => {
-        const r = await store.readStream(job.endpointId, job.id, clock.now());
-        return !r || r.chunks.length > 0 || isFinal(r.job.status) ? { chunks: r?.chunks ?? [], job: r?.job ?? null } : null;
-      }, signal);
-      if (got || signal.aborted) return got;
+      const r = await jobs.readStream(job.endpointId, job.id, job.policy.ttl, signal);
+      if (r && (r.chunks.length > 0 || isFinal(r.job.status))) return { chunks: r.chunks, job: r.job };
+      if (signal.aborted) return null;
+      if (!r) return { chunks: [], job: null };
     }
   }
 

@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import { jobDoneSchema, jobStreamSchema, type JobStopResponse, type TakenJob } from "../../protocol/worker-wire.ts";
-import type { AppDeps, AppEnv } from "../app-deps.ts";
+import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
 import type { StoredJob } from "../store/store.ts";
@@ -32,7 +32,7 @@ function taken(job: StoredJob): TakenJob {
 const segment = (c: Context<AppEnv>, name: string) => c.req.param(name)!.split("&")[0]!;
 
 /** The worker protocol of runpod-python: take, done, stream, ping, stop. */
-export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
+export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const wake = { events: store.events, clock };
   const presence = new WorkerPresence(store, deps.workerSeen);
@@ -43,12 +43,7 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     const endpointId = c.var.endpointId;
     const signal = c.req.raw.signal;
     await presence.touch(workerId, endpointId, clock.now());
-    const jobs = await waitFor(wake, topics.queue(endpointId), config.server.takeWaitMs, async () => {
-      // A client that went away must not be handed a job it will never see.
-      if (signal.aborted) return null;
-      const claimed = await store.claim(endpointId, workerId, max, clock.now());
-      return claimed.length ? claimed : null;
-    }, signal);
+    const jobs = await deps.jobs.take(endpointId, workerId, max, config.server.takeWaitMs, signal);
     await presence.touch(workerId, endpointId, clock.now());
     return jobs;
   }
@@ -76,11 +71,11 @@ export function workerRoutes(deps: AppDeps): Hono<AppEnv> {
     }
     const isStream = c.req.query("isStream") === "true";
     if (body.error !== undefined && body.error !== null && body.error !== "") {
-      await store.finish(workerId, jobId, { error: body.error }, [], now);
+      await deps.jobs.finish(workerId, jobId, { error: body.error }, []);
     } else {
       // A handler that did not stream returns its output as one chunk (split past 1 MB).
       const finalChunks = isStream || body.output === undefined ? [] : splitChunk(body.output);
-      await store.finish(workerId, jobId, { output: body.output }, finalChunks, now, costOf(body.output));
+      await deps.jobs.finish(workerId, jobId, { output: body.output }, finalChunks, costOf(body.output));
     }
     // Idempotent: a repeated or late post changes nothing and is still answered 200, since
     // runpod-python drops a result on a 4xx.

@@ -1,0 +1,153 @@
+import type { z } from "zod";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config/config.ts";
+import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
+import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
+import { HttpError } from "../http-error.ts";
+import type { InputSchemas } from "../input-schemas.ts";
+import { topics } from "../store/store-events.ts";
+import type { JobResult, Store, StoredJob, StreamRead } from "../store/store.ts";
+import { waitFor } from "../wait-for.ts";
+import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
+import type { JobEvents } from "./job-events.ts";
+
+/** What a submission carries besides its request body. */
+export interface SubmitOptions {
+  keyId: string;
+  /** runsync, status-sync and the OpenAI routes: the job is kept for the sync retention. */
+  sync: boolean;
+  /** Turns a failed input-schema check into the route's error (400 "Invalid parameter" by default). */
+  invalid?: (error: z.ZodError) => Error;
+}
+
+/**
+ * The one job path between the routes and the store: submit (input check, backpressure,
+ * enqueue), wait for a final state, read new stream chunks, take, finish and cancel. Every
+ * route that submits or waits goes through it, and it emits the job events.
+ */
+export class JobService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #config: Config;
+  readonly #events: JobEvents;
+  readonly #inputSchemas: InputSchemas | undefined;
+  readonly #wake: { events: Store["events"]; clock: Clock };
+
+  constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
+    this.#store = deps.store;
+    this.#clock = deps.clock;
+    this.#config = deps.config;
+    this.#events = deps.jobEvents;
+    this.#inputSchemas = deps.inputSchemas;
+    this.#wake = { events: deps.store.events, clock: deps.clock };
+  }
+
+  /** Checks the input against the endpoint's schema and the queue against backpressure, then enqueues. */
+  async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<StoredJob> {
+    const endpoint = this.#config.endpoints[endpointId]!;
+    const schema = await this.#inputSchemas?.get(endpointId);
+    const checked = schema?.safeParse(request.input);
+    if (checked && !checked.success) {
+      throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
+    }
+    const store = this.#store;
+    const depth = await store.queueDepth(endpointId, this.#clock.now());
+    if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
+      this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
+      throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
+    }
+    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
+    const job = await store.enqueue(
+      {
+        id: `${options.sync ? "sync-" : ""}${crypto.randomUUID()}`,
+        endpointId,
+        input: request.input,
+        webhook: request.webhook,
+        policy: {
+          executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
+          lowPriority: request.policy?.lowPriority ?? false,
+          ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
+        },
+        s3Config: request.s3Config,
+        sync: options.sync,
+        keyId: options.keyId,
+      },
+      this.#clock.now(),
+    );
+    this.#events.emit({ type: "submitted", job });
+    return job;
+  }
+
+  /** The job as it is once final, or after `ms` (null when it does not exist or is gone). */
+  async waitForFinal(endpointId: string, jobId: string, ms: number, signal?: AbortSignal): Promise<StoredJob | null> {
+    let latest: StoredJob | null = null;
+    const final = await waitFor(
+      this.#wake,
+      topics.job(jobId),
+      ms,
+      async () => {
+        latest = await this.#store.get(endpointId, jobId, this.#clock.now());
+        return !latest || isFinal(latest.status) ? { job: latest } : null;
+      },
+      signal,
+    );
+    return final ? final.job : latest;
+  }
+
+  /**
+   * Stream chunks not yet read and the job, waiting up to `ms` for a chunk or a final state;
+   * null when the job does not exist or is gone. Reads once more at the end of the wait unless
+   * the client went away.
+   */
+  async readStream(endpointId: string, jobId: string, ms: number, signal?: AbortSignal): Promise<StreamRead | null> {
+    const read = await waitFor(
+      this.#wake,
+      topics.job(jobId),
+      ms,
+      async () => {
+        const r = await this.#store.readStream(endpointId, jobId, this.#clock.now());
+        return !r || r.chunks.length > 0 || isFinal(r.job.status) ? { r } : null;
+      },
+      signal,
+    );
+    if (read) return read.r;
+    if (signal?.aborted) return null;
+    return this.#store.readStream(endpointId, jobId, this.#clock.now());
+  }
+
+  /**
+   * Claims up to `max` queued jobs for a worker, waiting up to `ms` for one; null when none came
+   * or the worker went away (which is then handed nothing).
+   */
+  async take(endpointId: string, workerId: string, max: number, ms: number, signal?: AbortSignal): Promise<StoredJob[] | null> {
+    const jobs = await waitFor(
+      this.#wake,
+      topics.queue(endpointId),
+      ms,
+      async () => {
+        if (signal?.aborted) return null;
+        const claimed = await this.#store.claim(endpointId, workerId, max, this.#clock.now());
+        return claimed.length ? claimed : null;
+      },
+      signal,
+    );
+    if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });
+    return jobs;
+  }
+
+  /** A worker's result; idempotent (a repeated or late post changes nothing). */
+  async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], cost?: number): Promise<StoredJob | null> {
+    const job = await this.#store.finish(workerId, jobId, result, finalChunks, this.#clock.now(), cost);
+    if (job) this.#events.emit({ type: "ended", job });
+    return job;
+  }
+
+  /** Cancels a queued or running job; a finished job is returned unchanged. */
+  async cancel(endpointId: string, jobId: string): Promise<StoredJob | null> {
+    const now = this.#clock.now();
+    const job = await this.#store.cancel(endpointId, jobId, now);
+    // A job already final is returned as it was: only one cancelled by this call has ended now.
+    if (job?.status === "CANCELLED" && job.completedAt === now) this.#events.emit({ type: "ended", job });
+    return job;
+  }
+}
