@@ -131,6 +131,32 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.takeStops("w")).toEqual([]);
     }));
 
+    test("readChunks reads from an index without marking anything returned", withStore(async (s) => {
+      await s.enqueue(newJob("c"), T0);
+      expect(await s.readChunks("ep", "c", 0, T0)).toMatchObject({ job: { id: "c", status: "IN_QUEUE" }, chunks: [] });
+      await s.claim("ep", "w", 1, T0);
+      await s.appendChunks("w", "c", ["a", { b: 1 }, null], T0);
+      expect((await s.readChunks("ep", "c", 0, T0))!.chunks).toEqual(["a", { b: 1 }, null]);
+      expect((await s.readChunks("ep", "c", 2, T0))!.chunks).toEqual([null]);
+      expect((await s.readChunks("ep", "c", 3, T0))!.chunks).toEqual([]);
+      // A /stream reader still gets every chunk: readChunks marked none of them.
+      expect((await s.readStream("ep", "c", T0))!.chunks).toEqual(["a", { b: 1 }, null]);
+      expect((await s.readChunks("ep", "c", 1, T0))!.chunks).toEqual([{ b: 1 }, null]);
+      expect(await s.readChunks("other", "c", 0, T0)).toBeNull();
+      expect(await s.readChunks("ep", "nope", 0, T0)).toBeNull();
+    }));
+
+    test("recent filters by status, paging within the filter", withStore(async (s) => {
+      for (const id of ["1", "2", "3", "4", "5"]) await s.enqueue(newJob(id), T0);
+      await s.claim("ep", "w", 2, T0); // 1 and 2 run
+      await s.finish("w", "1", { output: 1 }, [], T0);
+      const queued = await s.recent("ep", T0, 2, undefined, "IN_QUEUE");
+      expect(queued.jobs.map((j) => j.id)).toEqual(["5", "4"]);
+      expect((await s.recent("ep", T0, 2, queued.next, "IN_QUEUE")).jobs.map((j) => j.id)).toEqual(["3"]);
+      expect((await s.recent("ep", T0, 5, undefined, "COMPLETED")).jobs.map((j) => j.id)).toEqual(["1"]);
+      expect((await s.recent("ep", T0, 5, undefined, "FAILED")).jobs).toEqual([]);
+    }));
+
     test("purge removes queued jobs only; health counts exactly; recent pages newest first", withStore(async (s) => {
       for (const id of ["1", "2", "3", "4"]) await s.enqueue(newJob(id), T0);
       await s.claim("ep", "w", 1, T0);

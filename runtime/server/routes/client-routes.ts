@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { jobRequestSchema } from "../../protocol/job-request.ts";
 import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
-import { isFinal, LIMITS } from "../../protocol/limits.ts";
+import { isFinal, JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
@@ -93,7 +93,11 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const limit = intQuery(c.req.query("limit"), "limit", 1, 100, 20);
     const cursor = c.req.query("cursor");
     if (cursor !== undefined && !/^\d+$/.test(cursor)) throw new HttpError(400, "query parameter cursor is not a cursor from an earlier page");
-    const page = await store.recent(c.var.endpointId, clock.now(), limit, cursor);
+    const status = c.req.query("status");
+    if (status !== undefined && !(JOB_STATES as readonly string[]).includes(status)) {
+      throw new HttpError(400, `query parameter status must be one of ${JOB_STATES.join(", ")}`);
+    }
+    const page = await store.recent(c.var.endpointId, clock.now(), limit, cursor, status as JobStatus | undefined);
     return c.json({
       requests: page.jobs.map((j) => ({ ...jobResponse(j), createdAt: new Date(j.createdAt).toISOString(), sync: j.sync })),
       ...(page.next ? { nextCursor: page.next } : {}),

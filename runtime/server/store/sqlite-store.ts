@@ -2,6 +2,7 @@ import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { HealthResponse } from "../../protocol/job-response.ts";
+import type { JobStatus } from "../../protocol/limits.ts";
 import { LocalRequestCounter } from "../limits/rate-limiter.ts";
 import { LocalEvents } from "./store-events.ts";
 import { type Announce, SqliteContext } from "./sqlite/sqlite-context.ts";
@@ -83,6 +84,10 @@ export class SqliteStore implements Store {
     return this.#tx(() => jobTransitions.readStream(this.#sql, endpointId, jobId, now));
   }
 
+  async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
+    return jobReads.readChunks(this.#sql, endpointId, jobId, from, now);
+  }
+
   async finish(
     workerId: string,
     jobId: string,
@@ -110,8 +115,8 @@ export class SqliteStore implements Store {
     return jobReads.health(this.#sql, endpointId, now, workerLossTimeoutMs);
   }
 
-  async recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }> {
-    return jobReads.recent(this.#sql, endpointId, now, limit, before);
+  async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
+    return jobReads.recent(this.#sql, endpointId, now, limit, before, status);
   }
 
   async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {

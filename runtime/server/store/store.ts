@@ -151,6 +151,8 @@ export interface Store {
   appendChunks(workerId: string, jobId: string, chunks: unknown[], now: number): Promise<boolean>;
   /** The job and its chunks not yet returned, marking them returned, in one step. */
   readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null>;
+  /** The job and its chunks from index `from` on, marking nothing (SSE and the dashboard). */
+  readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null>;
   /**
    * Ends a running job with its result. Idempotent: returns null (and changes nothing) when the
    * job is not IN_PROGRESS on `workerId`. `finalChunks` are appended when nothing was streamed.
@@ -166,8 +168,8 @@ export interface Store {
   /** Removes every queued job of the endpoint; returns how many. */
   purgeQueue(endpointId: string, now: number): Promise<number>;
   health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse>;
-  /** Live jobs of the endpoint, newest first; `before` is a cursor from an earlier page. */
-  recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }>;
+  /** Live jobs of the endpoint, newest first, only those in `status` when given; `before` is a cursor from an earlier page. */
+  recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }>;
 
   /** Records that a worker is alive (every worker request does); see WorkerReport for pings. */
   touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void>;

@@ -49,7 +49,7 @@ end
 return cjson.encode({queued = queued, queuedLowPriority = low, oldestQueuedAt = oldest,
   inProgress = redis.call('ZCOUNT', st(ep, 'IN_PROGRESS'), '(' .. n(now), '+inf'), workers = workers})`,
 
-  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest). Returns job JSONs, newest first. */
+  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest), ARGV8 status or ''. Returns job JSONs, newest first. */
   recent: `
 local max = ARGV[7] == '' and '+inf' or ('(' .. ARGV[7])
 local out, want = {}, tonumber(ARGV[6])
@@ -58,7 +58,7 @@ while #out < want do
   if #ids == 0 then break end
   for i = 1, #ids, 2 do
     local j = job(ids[i])
-    if live(j) and #out < want then table.insert(out, cjson.encode(j)) end
+    if live(j) and #out < want and (ARGV[8] == '' or j.status == ARGV[8]) then table.insert(out, cjson.encode(j)) end
     max = '(' .. ids[i + 1]
   end
 end

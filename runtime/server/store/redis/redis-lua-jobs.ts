@@ -149,6 +149,14 @@ if #chunks > 0 then redis.call('HSET', jk(j.id), 'read', n(read + #chunks)) end
 table.insert(chunks, 1, cjson.encode(j))
 return chunks`,
 
+  /** ARGV5 endpoint, ARGV6 job, ARGV7 first chunk index. Returns {job JSON, chunk JSON...}; marks nothing. */
+  readChunks: `
+local j = job(ARGV[6])
+if not live(j, ARGV[5]) then return nil end
+local chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, tonumber(ARGV[7]), -1)
+table.insert(chunks, 1, cjson.encode(j))
+return chunks`,
+
   /** ARGV5 worker, ARGV6 job, ARGV7 output|error, ARGV8 payload JSON or '', ARGV9 final chunks, ARGV10 cost e10 or ''. */
   finish: `
 local w, id = ARGV[5], ARGV[6]

@@ -169,6 +169,13 @@ export class RedisStore implements Store {
     return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
   }
 
+  async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
+    const r = (await this.#run("readChunks", [now, endpointId, jobId, from])) as string[] | null;
+    if (!r) return null;
+    const [job, ...chunks] = r;
+    return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
+  }
+
   async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
@@ -212,8 +219,8 @@ export class RedisStore implements Store {
     };
   }
 
-  async recent(endpointId: string, now: number, limit: number, before?: string): Promise<{ jobs: StoredJob[]; next?: string }> {
-    const rows = ((await this.#run("recent", [now, endpointId, limit + 1, before ?? ""])) as string[]).map((r) => JSON.parse(r));
+  async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
+    const rows = ((await this.#run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as string[]).map((r) => JSON.parse(r));
     const page = rows.slice(0, limit);
     return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
   }

@@ -1,5 +1,6 @@
 import type { HealthResponse } from "../../../protocol/job-response.ts";
-import type { ScalingStats, StoredJob, UsageRow } from "../store.ts";
+import type { JobStatus } from "../../../protocol/limits.ts";
+import type { ScalingStats, StoredJob, StreamRead, UsageRow } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import { opt, toJob } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
@@ -9,6 +10,16 @@ export const jobReads = {
   get(s: SqliteContext, endpointId: string, jobId: string, now: number): StoredJob | null {
     const row = s.liveRow(endpointId, jobId, now);
     return row && toJob(row);
+  },
+
+  readChunks(s: SqliteContext, endpointId: string, jobId: string, from: number, now: number): StreamRead | null {
+    const row = s.liveRow(endpointId, jobId, now);
+    if (!row) return null;
+    const chunks = s.db
+      .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
+      .all(jobId, from)
+      .map((c) => JSON.parse(c.data));
+    return { job: toJob(row), chunks };
   },
 
   health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {
@@ -42,13 +53,19 @@ export const jobReads = {
     };
   },
 
-  recent(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string): { jobs: StoredJob[]; next?: string } {
+  recent(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): { jobs: StoredJob[]; next?: string } {
     const cursor = before === undefined ? Number.MAX_SAFE_INTEGER : Number(before);
-    const rows = s.db
-      .query<JobRow & { rid: number }, [string, number, number, number]>(
-        "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
-      )
-      .all(endpointId, now, cursor, limit + 1);
+    const rows = status
+      ? s.db
+          .query<JobRow & { rid: number }, [string, string, number, number, number]>(
+            "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND status = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+          )
+          .all(endpointId, status, now, cursor, limit + 1)
+      : s.db
+          .query<JobRow & { rid: number }, [string, number, number, number]>(
+            "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+          )
+          .all(endpointId, now, cursor, limit + 1);
     const page = rows.slice(0, limit);
     const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
     return { jobs: page.map(toJob), next };
