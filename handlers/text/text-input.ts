@@ -83,12 +83,19 @@ export type TextInput = LegacyInput | OpenaiInput;
  * The text handler's job input: the OpenAI form when `openai_route` is present, else the
  * legacy form. Issues name the field (`sampling_params.max_tokens`, `openai_input.messages`).
  */
-export const textInputSchema = z.looseObject({}).transform((value, ctx): TextInput => {
-  const schema = "openai_route" in value ? openaiInputSchema : legacyInputSchema;
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
-  return z.NEVER;
-});
+export const textInputSchema = z
+  .looseObject({})
+  // The checks below cannot be written as JSON Schema; an example shows a person (the dashboard's playground) what to send.
+  .meta({
+    description: "worker-vllm's input: messages (a list of {role, content}) or prompt, sampling_params, stream",
+    examples: [{ messages: [{ role: "user", content: "Write a haiku about queues." }], sampling_params: { max_tokens: 64, temperature: 0.7 }, stream: true }],
+  })
+  .transform((value, ctx): TextInput => {
+    const schema = "openai_route" in value ? openaiInputSchema : legacyInputSchema;
+    const result = schema.safeParse(value);
+    if (result.success) return result.data;
+    for (const issue of result.error.issues) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
+    return z.NEVER;
+  });
 
 export const isOpenaiInput = (input: TextInput): input is OpenaiInput => "openai_route" in input && input.openai_route !== undefined;

@@ -8,6 +8,8 @@ import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
 import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
+import { sseRoutes } from "./routes/sse-routes.ts";
+import { dashboardApi } from "./dashboard/dashboard-api.ts";
 
 /** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
 export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
@@ -27,12 +29,14 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.use(authenticate(deps));
   v2.use("/:endpoint/*", authorize(deps));
 
+  v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
   app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
+  app.route("/dashboard/api", dashboardApi(deps));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 

@@ -2,6 +2,7 @@ import { systemClock, type Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
 import { createApp } from "./app.ts";
+import { dashboardPages } from "./dashboard/dashboard-pages.ts";
 import { LocalFileStore } from "./files/file-store.ts";
 import { S3FileStore } from "./files/s3-file-store.ts";
 import { startMaintenance } from "./maintenance.ts";
@@ -70,6 +71,9 @@ export function startServer(options: {
     port: config.server.port,
     hostname: config.server.host,
     fetch: app.fetch,
+    // The dashboard page, bundled by Bun from its sources (its data comes through app.fetch).
+    routes: dashboardPages,
+    development: false,
     // Long-polls (runsync up to 300 s, job-take) must not be cut by the idle timer.
     idleTimeout: 0,
     // Routes enforce their own limits (413 with a JSON error) while streaming the body in;

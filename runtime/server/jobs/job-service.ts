@@ -116,6 +116,26 @@ export class JobService {
   }
 
   /**
+   * The job and its chunks from index `from` on, marking nothing read, waiting up to `ms` until
+   * there is a chunk or `changed(job)` holds; null when the job does not exist or is gone. Several
+   * readers of one job each keep their own position (server-sent events, the dashboard).
+   */
+  async watch(endpointId: string, jobId: string, from: number, changed: (job: StoredJob) => boolean, ms: number, signal?: AbortSignal): Promise<StreamRead | null> {
+    let latest: StreamRead | null = null;
+    const found = await waitFor(
+      this.#wake,
+      topics.job(jobId),
+      ms,
+      async () => {
+        latest = await this.#store.readChunks(endpointId, jobId, from, this.#clock.now());
+        return !latest || latest.chunks.length > 0 || changed(latest.job) ? { r: latest } : null;
+      },
+      signal,
+    );
+    return found ? found.r : latest;
+  }
+
+  /**
    * Claims up to `max` queued jobs for a worker, waiting up to `ms` for one; null when none came
    * or the worker went away (which is then handed nothing).
    */

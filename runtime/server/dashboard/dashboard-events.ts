@@ -1,0 +1,60 @@
+import type { Context } from "hono";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { jobResponse } from "../job-view.ts";
+import type { JobEvent } from "../jobs/job-events.ts";
+
+/** A comment line this often keeps proxies from closing a quiet stream. */
+const KEEPALIVE_MS = 15_000;
+/** A stream ends after this long; the page reconnects (so no request is open without bound). */
+const STREAM_MS = 30 * 60_000;
+
+/**
+ * GET /dashboard/api/events: this server's job events (submitted, taken, ended, refused) of the
+ * endpoints the key may see, as server-sent events, so every view of the page updates live
+ * over one connection. Events carry the job's status answer without output or error.
+ */
+export function dashboardEvents(deps: AppDeps, c: Context<AppEnv>): Response {
+  const visible = c.var.key.endpoints;
+  const encoder = new TextEncoder();
+  let stop = () => {};
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const write = (text: string) => {
+        try {
+          controller.enqueue(encoder.encode(text));
+        } catch {
+          stop();
+        }
+      };
+      const off = deps.jobEvents.on((e) => {
+        const endpointId = e.type === "refused" ? e.endpointId : e.job.endpointId;
+        if (visible && !visible.includes(endpointId)) return;
+        write(`event: job\ndata: ${JSON.stringify(summary(e, endpointId))}\n\n`);
+      });
+      const keepalive = setInterval(() => write(": keepalive\n\n"), KEEPALIVE_MS);
+      const end = setTimeout(() => {
+        stop();
+        controller.close();
+      }, STREAM_MS);
+      stop = () => {
+        off();
+        clearInterval(keepalive);
+        clearTimeout(end);
+      };
+      c.req.raw.signal.addEventListener("abort", () => stop(), { once: true });
+      write("event: ready\ndata: {}\n\n");
+    },
+    cancel() {
+      stop();
+    },
+  });
+  return new Response(body, {
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" },
+  });
+}
+
+function summary(e: JobEvent, endpointId: string) {
+  if (e.type === "refused") return { type: e.type, endpointId, reason: e.reason };
+  const { output: _o, error: _e, ...status } = jobResponse(e.job);
+  return { type: e.type, endpointId, job: { ...status, createdAt: new Date(e.job.createdAt).toISOString(), sync: e.job.sync } };
+}

@@ -1,0 +1,7 @@
+import page from "./ui/index.html";
+
+/**
+ * Bun.serve routes of the dashboard page. Bun bundles the page's scripts and styles from source
+ * on first request (kept in memory), and into the executable under `bun build --compile`.
+ */
+export const dashboardPages = { "/dashboard": page, "/dashboard/": page };

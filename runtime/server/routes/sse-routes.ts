@@ -1,0 +1,106 @@
+import { Hono, type Context, type Next } from "hono";
+import { isFinal } from "../../protocol/limits.ts";
+import type { AppEnv, RouteDeps } from "../app-deps.ts";
+import { HttpError } from "../http-error.ts";
+import { jobResponse } from "../job-view.ts";
+import type { StoredJob } from "../store/store.ts";
+import { streamElement } from "./client-routes.ts";
+
+/** How long a quiet stream waits before a comment line keeps proxies from closing it. */
+const KEEPALIVE_MS = 15_000;
+
+/** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>`. */
+interface Position {
+  retries: number;
+  chunks: number;
+  stamp: string | null;
+}
+
+/**
+ * Server-sent events beside RunPod's polling: GET /status/<id> and /stream/<id> with
+ * `Accept: text/event-stream` send each new chunk (`event: chunk`, data as a /stream element)
+ * and each change of the status answer (`event: status`, data as /status) until the job ends,
+ * then close. Each event's id says where the client is, so a reconnect with Last-Event-ID gets
+ * exactly the events it missed. Without that Accept header the requests go on to the polling
+ * routes, unchanged. The stream holds its concurrent rate-limit slot until it ends.
+ */
+export function sseRoutes(deps: RouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const handle = (c: Context<AppEnv>, next: Next) => (wantsEvents(c) ? jobEventStream(deps, c) : next());
+  app.get("/status/:id", handle);
+  app.get("/stream/:id", handle);
+  return app;
+}
+
+const wantsEvents = (c: Context<AppEnv>) => (c.req.header("accept") ?? "").toLowerCase().includes("text/event-stream");
+
+/** A short digest of the status answer: a changed answer (state, progress, result) is a new event. */
+function stampOf(job: StoredJob): string {
+  return Bun.hash(JSON.stringify(jobResponse(job))).toString(36);
+}
+
+function parseLastEventId(value: string | undefined): Position | null {
+  if (value === undefined || value === "") return null;
+  const m = /^(\d{1,9})\.(\d{1,9})\.([0-9a-z]{1,16})$/.exec(value);
+  if (!m) throw new HttpError(400, `Last-Event-ID ${JSON.stringify(value.slice(0, 64))} is not an event id of this stream`);
+  return { retries: Number(m[1]), chunks: Number(m[2]), stamp: m[3]! };
+}
+
+async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Response> {
+  const { jobs, store, clock } = deps;
+  const endpointId = c.var.endpointId;
+  const id = c.req.param("id")!;
+  if (c.req.query("ttl") !== undefined) throw new HttpError(400, "?ttl is not supported with Accept: text/event-stream; set it with a plain GET /status");
+  const resumed = parseLastEventId(c.req.header("last-event-id"));
+  const first = await store.get(endpointId, id, clock.now());
+  if (!first) throw new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
+  // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
+  let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
+
+  const encoder = new TextEncoder();
+  const gone = new AbortController();
+  const release = c.var.keepAdmission?.() ?? (async () => {});
+  const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
+  const body = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      const send = (event: string, data: unknown) =>
+        controller.enqueue(encoder.encode(`event: ${event}\nid: ${eventId()}\ndata: ${JSON.stringify(data)}\n\n`));
+      try {
+        for (;;) {
+          const seen = at;
+          const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), KEEPALIVE_MS, gone.signal);
+          if (gone.signal.aborted) return;
+          if (!r) {
+            send("gone", { id, error: `job ${id} not found (purged or expired)` });
+            break;
+          }
+          if (r.job.retries !== at.retries) {
+            at = { retries: r.job.retries, chunks: 0, stamp: at.stamp };
+            continue;
+          }
+          for (const chunk of r.chunks) {
+            at = { ...at, chunks: at.chunks + 1 };
+            send("chunk", streamElement(chunk));
+          }
+          const stamp = stampOf(r.job);
+          if (stamp !== at.stamp) {
+            at = { ...at, stamp };
+            send("status", jobResponse(r.job));
+          } else if (!r.chunks.length) controller.enqueue(encoder.encode(": keepalive\n\n"));
+          if (isFinal(r.job.status)) break;
+        }
+        controller.close();
+      } catch (err) {
+        if (!gone.signal.aborted) controller.error(err);
+      } finally {
+        await release();
+      }
+    },
+    cancel() {
+      gone.abort();
+    },
+  });
+  return new Response(body, {
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" },
+  });
+}

@@ -1,0 +1,188 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../helpers/chromium.ts";
+import { until } from "../helpers/worker-loop.ts";
+import { startDashboardServer, type DashboardServer } from "./dashboard-server.ts";
+
+// Screenshots of each step go here when set (look at them while working on the page).
+const SHOTS = process.env.SPOOL_SCREENSHOTS;
+if (SHOTS) mkdirSync(SHOTS, { recursive: true });
+const shot = async (page: Page, name: string) => {
+  if (SHOTS) await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+};
+
+/** Evaluates an expression in the page (the tests' own types have no DOM). */
+const inPage = <T = unknown>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+
+let env: DashboardServer;
+let browser: Browser & AsyncDisposable;
+beforeAll(async () => {
+  env = await startDashboardServer();
+  browser = await launchChromium();
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+  await env?.[Symbol.asyncDispose]();
+});
+
+/** A fresh tab (its own session storage) signed in with `key`, on the overview. */
+async function signedIn(key: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.on("pageerror", (err) => console.error("page error:", err));
+  await page.goto(`${env.srv.url}/dashboard`);
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Endpoints" }).waitFor();
+  return page;
+}
+
+describe("dashboard in a real browser", () => {
+  test("a wrong key is refused and nothing is kept", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${env.srv.url}/dashboard`);
+    await page.getByLabel("API key").fill("spool_not-a-key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.getByRole("alert").textContent()).resolves.toContain("invalid or revoked API key");
+    expect(await inPage(page, "({ ...sessionStorage })")).toEqual({});
+    await shot(page, "sign-in-refused");
+    await context.close();
+  });
+
+  test("sign in: every endpoint with its queue and workers; the key only in session storage", async () => {
+    const page = await signedIn(env.srv.key);
+    for (const ep of ["echo", "slow", "gated", "image-fast", "text"]) {
+      await page.getByRole("region", { name: ep }).waitFor();
+    }
+    await page.locator('[data-endpoint="echo"] [data-figure="inQueue"]').filter({ hasText: /^\d+$/ }).waitFor();
+    expect(await inPage(page, "({ ...sessionStorage })")).toEqual({ "spool-api-key": env.srv.key });
+    expect(await inPage(page, "document.cookie")).toBe("");
+    expect(page.url()).not.toContain(env.srv.key);
+    await shot(page, "overview");
+    await page.context().close();
+  });
+
+  test("a submitted job appears in the list and completes without reloading", async () => {
+    const page = await signedIn(env.srv.key);
+    await page.getByRole("link", { name: "echo", exact: true }).first().click();
+    await page.getByRole("heading", { name: /echo\s+jobs/ }).waitFor();
+    await inPage(page, "window.__sameDocument = true");
+    const [, { id }] = await env.srv.json("POST", "/v2/echo/run", { input: { hello: "dashboard" } });
+    const row = page.locator(`tr[data-job="${id}"]`);
+    await row.locator('[data-status="COMPLETED"]').waitFor();
+    expect(await inPage(page, "window.__sameDocument")).toBe(true);
+    // The job's detail: input, output, times and worker.
+    await row.getByRole("link", { name: id }).click();
+    await page.getByTestId("job-status").filter({ hasText: "COMPLETED" }).waitFor();
+    await expect(page.locator("pre").filter({ hasText: '"hello": "dashboard"' }).count()).resolves.toBe(2); // input and output
+    await shot(page, "job-detail");
+    await page.context().close();
+  });
+
+  test("image-fast from the playground: the image is shown at the asked size", async () => {
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/image-fast/playground`);
+    await page.getByLabel("prompt", { exact: true }).fill("a red cat");
+    await page.getByLabel("width", { exact: true }).fill("320");
+    await page.getByLabel("height", { exact: true }).fill("256");
+    await page.getByLabel("num_inference_steps", { exact: true }).fill("2");
+    await page.getByLabel("image_format", { exact: true }).selectOption("png");
+    // Ranges and defaults from the handler's schema are shown beside the fields.
+    await expect(page.locator("#pg-width-hint").textContent()).resolves.toBe("256–1536, a multiple of 64, default 1024");
+    await page.getByRole("button", { name: "Run" }).click();
+    const img = page.getByTestId("output-image");
+    await img.waitFor();
+    await page.waitForFunction('document.querySelector("[data-testid=output-image]")?.complete && document.querySelector("[data-testid=output-image]").naturalWidth > 0');
+    expect(await img.evaluate((el: any) => [el.naturalWidth, el.naturalHeight])).toEqual([320, 256]);
+    await expect(page.getByTestId("run-status").textContent()).resolves.toBe("COMPLETED");
+    await expect(page.getByTestId("run-cost").textContent()).resolves.toBe("$0.000196608"); // 320*256/1e6 * 0.0024
+    await shot(page, "playground-image");
+    await page.context().close();
+  });
+
+  test("streamed text arrives chunk by chunk", async () => {
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/gated/playground`);
+    await page.getByLabel("Input JSON").fill(JSON.stringify({ text: "one two three" }));
+    await page.getByRole("button", { name: "Run" }).click();
+    const text = page.getByTestId("output-text");
+    env.gate.release();
+    await text.filter({ hasText: /^one\s*▍?$/ }).waitFor();
+    await page.getByTestId("run-status").filter({ hasText: "IN_PROGRESS" }).waitFor();
+    env.gate.release();
+    await text.filter({ hasText: /^one two\s*▍?$/ }).waitFor();
+    await shot(page, "playground-streaming");
+    env.gate.release();
+    await page.getByTestId("run-status").filter({ hasText: "COMPLETED" }).waitFor();
+    await expect(text.textContent()).resolves.toBe("one two three ");
+    await page.context().close();
+  });
+
+  test("text from the playground on the real text handler: tokens, cost and timings", async () => {
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/text/playground`);
+    // The JSON editor starts with the handler's example (stream: true).
+    const example = JSON.parse(await page.getByLabel("Input JSON").inputValue());
+    expect(example).toMatchObject({ stream: true, messages: [{ role: "user" }] });
+    await page.getByLabel("Input JSON").fill(JSON.stringify({ ...example, sampling_params: { max_tokens: 24, seed: 1 } }));
+    await page.getByRole("button", { name: "Run" }).click();
+    await page.getByTestId("run-status").filter({ hasText: "COMPLETED" }).waitFor({ timeout: 60_000 });
+    const shown = await page.getByTestId("output-text").textContent();
+    const id = (await page.locator(".run-result a.mono").textContent())!;
+    const [, job] = await env.srv.json("GET", `/dashboard/api/endpoints/text/jobs/${id}`);
+    const tokens = job.stream.flatMap((c: any) => c.output.text).join("");
+    expect(tokens.length).toBeGreaterThan(0);
+    expect(shown).toBe(tokens);
+    await expect(page.getByTestId("run-cost").textContent()).resolves.toMatch(/^\$0\.0000\d+$/);
+    await expect(page.getByTestId("run-execution").textContent()).resolves.toMatch(/ms|s$/);
+    await shot(page, "playground-text");
+    await page.context().close();
+  }, 90_000);
+
+  test("cancel a running slow job", async () => {
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/slow/playground`);
+    await page.getByLabel("ms", { exact: true }).fill("600000");
+    await page.getByRole("button", { name: "Run" }).click();
+    await page.getByTestId("run-status").filter({ hasText: "IN_PROGRESS" }).waitFor();
+    const id = (await page.locator(".run-result a.mono").textContent())!;
+    await page.getByRole("button", { name: "Cancel" }).click();
+    await page.getByTestId("run-status").filter({ hasText: "CANCELLED" }).waitFor();
+    expect((await env.srv.json("GET", `/v2/slow/status/${id}`))[1].status).toBe("CANCELLED");
+    await page.context().close();
+  });
+
+  test("a read-only key sees everything and has no enabled action", async () => {
+    const [, { id }] = await env.srv.json("POST", "/v2/slow/run", { input: { ms: 600_000 } });
+    await until(async () => (await env.srv.json("GET", `/v2/slow/status/${id}`))[1].status === "IN_PROGRESS", "the slow job to run");
+    const page = await signedIn(env.readOnlyKey);
+    await page.getByRole("region", { name: "slow" }).waitFor();
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/slow`);
+    await page.locator(`tr[data-job="${id}"]`).waitFor();
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/slow/jobs/${id}`);
+    await page.getByTestId("job-status").filter({ hasText: "IN_PROGRESS" }).waitFor();
+    await expect(page.locator("pre").filter({ hasText: '"ms": 600000' }).count()).resolves.toBe(1);
+    const actions = page.getByRole("button", { name: /^(Cancel|Retry|Purge queue|Run)$/ });
+    for (const path of ["", "#/endpoints/slow", `#/endpoints/slow/jobs/${id}`, "#/endpoints/slow/playground"]) {
+      await page.goto(`${env.srv.url}/dashboard${path}`);
+      await page.locator("main h1").waitFor();
+      await actions.first().waitFor();
+      const states = await actions.evaluateAll((els: any[]) => els.map((el) => el.disabled as boolean));
+      expect(states.length).toBeGreaterThan(0);
+      expect(states.every(Boolean)).toBe(true);
+    }
+    await shot(page, "read-only");
+    await env.srv.json("POST", `/v2/slow/cancel/${id}`);
+    await page.context().close();
+  });
+
+  test("an endpoint-restricted key sees only its endpoints", async () => {
+    const page = await signedIn(env.echoKey);
+    await page.getByRole("region", { name: "echo" }).waitFor();
+    expect(await page.getByRole("region").count()).toBe(1);
+    await page.context().close();
+  });
+});
