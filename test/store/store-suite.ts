@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { topics } from "../../runtime/server/store/store-events.ts";
-import type { NewJob, Store } from "../../runtime/server/store/store.ts";
+import { QueueFullError, type NewJob, type Store } from "../../runtime/server/store/store.ts";
 
 export const RETENTION = { syncMs: 60_000, asyncMs: 1_800_000 };
 const T0 = 1_790_000_000_000;
@@ -39,6 +39,20 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.claim("ep", "w2", 5, T0 + 20_000)).map((j) => j.id)).toEqual(["d"]);
       expect(await s.claim("ep", "w2", 5, T0 + 20_000)).toEqual([]);
       expect(await s.queueDepth("other", T0 + 20_000)).toBe(1);
+    }));
+
+    test("enqueue with maxQueued refuses, changing nothing, once more live jobs than that are queued", withStore(async (s) => {
+      await s.enqueue(newJob("gone", { policy: { ...policy, ttl: 10 } }), T0);
+      for (const id of ["a", "b"]) await s.enqueue(newJob(id), T0);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0);
+      // "gone" has expired: two live jobs are queued, so a limit of 2 still admits a third.
+      await s.enqueue(newJob("c"), T0 + 10, 2);
+      const refused = await s.enqueue(newJob("d"), T0 + 10, 2).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(QueueFullError);
+      expect((refused as QueueFullError).depth).toBe(3);
+      expect(await s.get("ep", "d", T0 + 10)).toBeNull();
+      expect(await s.queueDepth("ep", T0 + 10)).toBe(3);
+      expect((await s.enqueue(newJob("y", { endpointId: "other" }), T0 + 10, 2)).status).toBe("IN_QUEUE");
     }));
 
     test("progress, stream chunks read once each, and finish with final chunks only when nothing streamed", withStore(async (s) => {

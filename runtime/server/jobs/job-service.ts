@@ -6,7 +6,7 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http-error.ts";
 import type { InputSchemas } from "../input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import type { JobResult, Store, StoredJob, StreamRead } from "../store/store.ts";
+import { QueueFullError, type JobResult, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "../wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -50,14 +50,10 @@ export class JobService {
     if (checked && !checked.success) {
       throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
     }
-    const store = this.#store;
-    const depth = await store.queueDepth(endpointId, this.#clock.now());
-    if (depth > BACKPRESSURE.minQueue && depth > endpoint.workersMax * BACKPRESSURE.perWorker) {
-      this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
-      throw new HttpError(429, `the queue of ${endpointId} is full (${depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
-    }
     if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
-    const job = await store.enqueue(
+    // The backpressure check runs inside enqueue, so a submission costs the store one step.
+    const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
+    const job = await this.#store.enqueue(
       {
         id: `${options.sync ? "sync-" : ""}${crypto.randomUUID()}`,
         endpointId,
@@ -73,7 +69,12 @@ export class JobService {
         keyId: options.keyId,
       },
       this.#clock.now(),
-    );
+      maxQueued,
+    ).catch((err: unknown) => {
+      if (!(err instanceof QueueFullError)) throw err;
+      this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
+      throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
+    });
     this.#events.emit({ type: "submitted", job });
     return job;
   }

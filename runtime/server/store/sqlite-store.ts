@@ -15,6 +15,7 @@ import type {
   Admission, ApiKeyRecord, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
+import { QueueFullError } from "./store.ts";
 
 /**
  * The embedded store: bun:sqlite in WAL mode under the data directory. A transaction commits
@@ -56,8 +57,14 @@ export class SqliteStore implements Store {
     return result;
   }
 
-  async enqueue(job: NewJob, now: number): Promise<StoredJob> {
-    return this.#tx((announce) => jobTransitions.enqueue(this.#sql, job, now, announce));
+  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
+    return this.#tx((announce) => {
+      if (maxQueued !== undefined) {
+        const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
+        if (depth > maxQueued) throw new QueueFullError(depth);
+      }
+      return jobTransitions.enqueue(this.#sql, job, now, announce);
+    });
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {

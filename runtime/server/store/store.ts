@@ -38,6 +38,14 @@ export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" |
 
 export type JobResult = { output: unknown } | { error: unknown };
 
+/** enqueue refused the job: more than `maxQueued` jobs of its endpoint were queued (nothing changed). */
+export class QueueFullError extends Error {
+  constructor(readonly depth: number) {
+    super(`queue full: ${depth} jobs waiting`);
+    this.name = "QueueFullError";
+  }
+}
+
 export type RetryOutcome =
   | { kind: "retried"; job: StoredJob }
   | { kind: "not-found" }
@@ -138,7 +146,11 @@ export interface WorkerReport {
 export interface Store {
   readonly events: StoreEvents;
 
-  enqueue(job: NewJob, now: number): Promise<StoredJob>;
+  /**
+   * Queues a new job. With `maxQueued` (the 429 backpressure rule) it first checks the depth in
+   * the same step and throws QueueFullError, changing nothing, when more jobs than that are queued.
+   */
+  enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob>;
   /** The job, or null when it does not exist for this endpoint or has expired. */
   get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
   /** Sets a live job's expiry (GET /status?ttl). */

@@ -78,9 +78,13 @@ end
 `;
 
 export const JOB_SCRIPTS = {
-  /** ARGV5: JSON object of the job's fields (strings). */
+  /** ARGV5: JSON object of the job's fields (strings), ARGV6: most jobs queued to accept one more, or ''. Returns job JSON, or {depth} when full. */
   enqueue: `
 local f = cjson.decode(ARGV[5])
+if ARGV[6] ~= '' then
+  local depth = redis.call('ZCOUNT', st(f.ep, 'IN_QUEUE'), '(' .. n(now), '+inf')
+  if depth > tonumber(ARGV[6]) then return {depth} end
+end
 if redis.call('EXISTS', jk(f.id)) == 1 then return redis.error_reply('duplicate job id ' .. f.id) end
 f.seq = n(redis.call('INCR', P .. 'seq'))
 f.rid = n(redis.call('INCR', P .. 'rid'))

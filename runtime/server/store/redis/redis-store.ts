@@ -6,6 +6,7 @@ import type {
   Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
+import { QueueFullError } from "../store.ts";
 import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
 import { JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
 
@@ -121,7 +122,7 @@ export class RedisStore implements Store {
     return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
   }
 
-  async enqueue(job: NewJob, now: number): Promise<StoredJob> {
+  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
     const fields: Record<string, string> = {
       id: job.id,
       ep: job.endpointId,
@@ -135,7 +136,9 @@ export class RedisStore implements Store {
     if (job.webhook) fields.webhook = job.webhook;
     if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
     if (job.keyId) fields.key = job.keyId;
-    return toJob(JSON.parse(await this.#run("enqueue", [now, JSON.stringify(fields)])));
+    const r = await this.#run("enqueue", [now, JSON.stringify(fields), maxQueued ?? ""]);
+    if (Array.isArray(r)) throw new QueueFullError(Number(r[0]));
+    return toJob(JSON.parse(r));
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
