@@ -4,6 +4,7 @@ import type { Log } from "../log.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
+import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
@@ -14,6 +15,8 @@ export interface AppDeps {
   log: Log;
   /** What happens to jobs on this server (stats, metrics, dashboard listen here). */
   jobEvents: JobEvents;
+  /** Recent per-endpoint figures (throughput, delay and execution percentiles), fed by jobEvents. */
+  stats: EndpointStatsRecorder;
   /** Workers the scaler has started and not yet heard from, per endpoint. */
   initializing?: (endpointId: string) => number;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */

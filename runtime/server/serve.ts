@@ -9,6 +9,7 @@ import { startMaintenance } from "./maintenance.ts";
 import { InputSchemas } from "./input-schemas.ts";
 import { JobEvents } from "./jobs/job-events.ts";
 import { createKey } from "./keys/api-keys.ts";
+import { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
 import { Scaler } from "./scaling/scaler.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
@@ -26,6 +27,8 @@ export interface RunningServer {
   port: number;
   store: Store;
   jobEvents: JobEvents;
+  /** Recent per-endpoint figures of this server. */
+  stats: EndpointStatsRecorder;
   /** Runs the housekeeping duties once, now. */
   sweep: () => Promise<void>;
   stop: () => Promise<void>;
@@ -51,7 +54,8 @@ export function startServer(options: {
   const localFiles = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
-  const base = { store, config, clock, log, jobEvents };
+  const stats = new EndpointStatsRecorder(jobEvents, clock);
+  const base = { store, config, clock, log, jobEvents, stats };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
   const inputSchemas = new InputSchemas(config, log);
@@ -92,6 +96,7 @@ export function startServer(options: {
     port: server.port!,
     store,
     jobEvents,
+    stats,
     sweep: maintenance.sweep,
     stop: async () => {
       await scaling;
@@ -100,6 +105,7 @@ export function startServer(options: {
       await server.stop(true);
       await maintenance.stop();
       await webhooks.stop();
+      stats.close();
       if (!options.store) await store.close();
     },
   };

@@ -8,6 +8,7 @@ import { MemoryLog } from "../../runtime/log.ts";
 import { createApp } from "../../runtime/server/app.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { LocalFileStore } from "../../runtime/server/files/file-store.ts";
+import { EndpointStatsRecorder } from "../../runtime/server/metrics/endpoint-stats.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
 
@@ -23,7 +24,8 @@ test("an unexpected failure answers a generic 500 with a request id and is logge
     const log = new MemoryLog();
     const files = new LocalFileStore(dir, 60_000);
     const config = parseConfig({ endpoints: { echo: {} } });
-    const app = createApp({ store, config, clock: systemClock, log, files, localFiles: files, jobEvents: new JobEvents() });
+    const jobEvents = new JobEvents();
+    const app = createApp({ store, config, clock: systemClock, log, files, localFiles: files, jobEvents, stats: new EndpointStatsRecorder(jobEvents, systemClock) });
 
     const res = await app.request("/v2/echo/health", { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-123" } });
     expect(res.status).toBe(500);
