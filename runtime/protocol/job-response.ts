@@ -9,6 +9,11 @@ export interface JobResponse {
   output?: unknown;
   error?: unknown;
   workerId?: string;
+  /**
+   * /status of an IN_QUEUE job: how many queued jobs of the endpoint will be taken before it
+   * (0: next). Spool's addition to RunPod's shape; clients that do not know it ignore it.
+   */
+  queuePosition?: number;
 }
 
 export interface StreamResponse {

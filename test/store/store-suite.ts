@@ -282,6 +282,56 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.findKey("h1"))!.revokedAt).toBe(T0 + 5);
     }));
 
+    test("queue position: exact through submits, takes, cancels, retries and a lost worker's job; per endpoint", withStore(async (s) => {
+      const positions = async (ids: string[]) => Promise.all(ids.map((id) => s.queuePosition("ep", id, T0 + 10)));
+      for (const id of ["a", "b", "c", "d", "e", "f"]) await s.enqueue(newJob(id, { policy: { ...policy, lowPriority: id === "c" } }), T0);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0);
+      // lowPriority does not change the order jobs are taken in; another endpoint's jobs do not count.
+      expect(await positions(["a", "b", "c", "d", "e", "f"])).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(await s.queuePosition("other", "x", T0)).toBe(0);
+      expect(await s.queuePosition("other", "a", T0)).toBeNull();
+      expect((await s.claim("ep", "w1", 2, T0 + 1)).map((j) => j.id)).toEqual(["a", "b"]);
+      expect(await positions(["a", "b", "c", "d", "e", "f"])).toEqual([null, null, 0, 1, 2, 3]);
+      await s.cancel("ep", "d", T0 + 2);
+      expect(await positions(["c", "d", "e", "f"])).toEqual([0, null, 1, 2]);
+      // A failed job retried goes to the back of the queue.
+      await s.finish("w1", "a", { error: "boom" }, [], T0 + 3);
+      await s.retry("ep", "a", T0 + 4);
+      expect(await positions(["a", "c", "e", "f"])).toEqual([3, 0, 1, 2]);
+      // A job whose worker is lost is re-queued in its place, ahead of later ones.
+      await s.touchWorker("w1", "ep", T0 + 1);
+      expect((await s.sweep(T0 + 40_000, 30_000)).requeued).toEqual(["b"]);
+      expect(await s.queuePosition("ep", "b", T0 + 40_000)).toBe(0);
+      expect(await s.queuePosition("ep", "a", T0 + 40_000)).toBe(4);
+      expect((await s.claim("ep", "w2", 1, T0 + 40_000)).map((j) => j.id)).toEqual(["b"]);
+      await s.purgeQueue("ep", T0 + 40_000);
+      expect(await s.queuePosition("ep", "c", T0 + 40_000)).toBeNull();
+      expect(await s.queueDepth("ep", T0 + 40_000)).toBe(0);
+    }));
+
+    test("health and queue depth stay exact through every change, expired jobs leaving them before the sweep does", withStore(async (s) => {
+      const jobs = (now: number) => s.health("ep", now, 60_000).then((h) => h.jobs);
+      await s.enqueue(newJob("short", { policy: { ...policy, ttl: 10_000 } }), T0);
+      for (const id of ["q1", "q2", "run", "done", "fail", "gone"]) await s.enqueue(newJob(id, { sync: id === "done" }), T0);
+      expect(await jobs(T0)).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 7, retried: 0 });
+      await s.cancel("ep", "gone", T0);
+      await s.claim("ep", "w", 4, T0); // short, q1, q2, run
+      await s.cancel("ep", "q1", T0);
+      await s.finish("w", "q2", { output: 1 }, [], T0);
+      await s.finish("w", "short", { error: "x" }, [], T0);
+      expect(await jobs(T0)).toEqual({ completed: 1, failed: 1, inProgress: 1, inQueue: 2, retried: 0 });
+      expect(await s.queueDepth("ep", T0)).toBe(2);
+      await s.retry("ep", "short", T0 + 1);
+      expect(await jobs(T0 + 1)).toEqual({ completed: 1, failed: 0, inProgress: 1, inQueue: 3, retried: 1 });
+      // "short" (ttl 10 s, re-queued at T0 + 1) expires at T0 + 10_001, before any sweep.
+      expect(await s.queueDepth("ep", T0 + 10_001)).toBe(2);
+      expect(await jobs(T0 + 10_001)).toEqual({ completed: 1, failed: 0, inProgress: 1, inQueue: 2, retried: 1 });
+      await s.touchWorker("w", "ep", T0 + 10_001);
+      await s.sweep(T0 + 10_001, 60_000);
+      expect(await jobs(T0 + 10_001)).toEqual({ completed: 1, failed: 0, inProgress: 1, inQueue: 2, retried: 1 });
+      expect(await s.queueDepth("ep", T0 + 10_001)).toBe(2);
+    }));
+
     test("events: a queued job, a stop and a revoked key are announced", withStore(async (s) => {
       const heard: string[] = [];
       const offs = [topics.queue("ep"), topics.stop("w"), topics.keys].map((t) => s.events.on(t, () => heard.push(t)));

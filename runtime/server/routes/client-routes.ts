@@ -41,7 +41,12 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const now = clock.now();
     const job = ttl === undefined ? await store.get(c.var.endpointId, id, now) : await store.setExpiry(c.var.endpointId, id, now + ttl, now);
     if (!job) throw notFound(id);
-    return c.json(jobResponse(job));
+    const body = jobResponse(job);
+    if (job.status === "IN_QUEUE") {
+      const position = await store.queuePosition(c.var.endpointId, id, now);
+      if (position !== null) body.queuePosition = position;
+    }
+    return c.json(body);
   });
 
   app.get("/status-sync/:id", async (c) => {

@@ -52,7 +52,14 @@ export class SqliteStore implements Store {
   /** Runs `fn` in one transaction, then announces the topics it collected. */
   #tx<T>(fn: (announce: Announce) => T): T {
     const pending = new Set<string>();
-    const result = this.#db.transaction(() => fn((t) => pending.add(t)))();
+    let result: T;
+    try {
+      result = this.#db.transaction(() => fn((t) => pending.add(t)))();
+    } catch (err) {
+      // Rolled back: the counts and queues in memory may have moved ahead of the table.
+      this.#sql.index.rebuild();
+      throw err;
+    }
     for (const t of pending) this.events.emit(t);
     return result;
   }
@@ -144,6 +151,10 @@ export class SqliteStore implements Store {
 
   async queueDepth(endpointId: string, now: number): Promise<number> {
     return jobReads.queueDepth(this.#sql, endpointId, now);
+  }
+
+  async queuePosition(endpointId: string, jobId: string, now: number): Promise<number | null> {
+    return jobReads.queuePosition(this.#sql, endpointId, jobId, now);
   }
 
   async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {

@@ -192,8 +192,13 @@ export interface Store {
   scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats>;
   /** A worker known to be gone (its process ended): its jobs follow the worker-loss rule at the next sweep, and health stops counting it. */
   forgetWorker(workerId: string): Promise<void>;
-  /** Queued jobs of the endpoint (the 429 backpressure rule). */
+  /** Queued jobs of the endpoint (the 429 backpressure rule); O(1) or O(log n) in queue depth. */
   queueDepth(endpointId: string, now: number): Promise<number>;
+  /**
+   * How many queued jobs of the endpoint will be taken before this one (0: next); null when the
+   * job is not queued. O(log n) in queue depth.
+   */
+  queuePosition(endpointId: string, jobId: string, now: number): Promise<number | null>;
 
   /**
    * Webhook calls due by `now`, leased for `leaseMs` so that no other server takes them too.

@@ -3,6 +3,7 @@ import { topics } from "../store-events.ts";
 import type { StoreOptions, StoredJob } from "../store.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { toJob } from "./sqlite-job-row.ts";
+import { JobIndex } from "./sqlite-job-index.ts";
 
 /** Collects a topic to announce once the transaction commits. */
 export type Announce = (topic: string) => void;
@@ -13,6 +14,8 @@ export type Announce = (topic: string) => void;
  */
 export class SqliteContext {
   readonly db: Database;
+  /** Counts and queues in memory, changed in step with the table. */
+  readonly index: JobIndex;
   readonly #retention: StoreOptions["retention"];
   #seq: number;
 
@@ -20,6 +23,7 @@ export class SqliteContext {
     this.db = db;
     this.#retention = retention;
     this.#seq = (db.query("SELECT MAX(seq) AS m FROM jobs").get() as { m: number | null }).m ?? 0;
+    this.index = new JobIndex(db);
   }
 
   /** The queue position of a job enqueued (or requeued by a retry) now. */

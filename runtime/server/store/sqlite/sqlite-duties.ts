@@ -1,3 +1,4 @@
+import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
 import type { StoredJob, SweepReport, WebhookDelivery, WorkerReport } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
@@ -21,6 +22,13 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
            progress = NULL WHERE id = ?`,
       )
       .run(j.id);
+    s.index.queued(j.endpoint, "IN_PROGRESS", {
+      id: j.id,
+      seq: j.seq,
+      expiresAt: j.expires_at,
+      queuedAt: j.queued_at,
+      lowPriority: (JSON.parse(j.policy) as StoredJob["policy"]).lowPriority,
+    });
     announce(topics.queue(j.endpoint));
     return "requeued";
   }
@@ -30,6 +38,7 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
          expires_at = ? WHERE id = ?`,
     )
     .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), now + s.retentionOf(j), j.id);
+  s.index.move(j.endpoint, "IN_PROGRESS", "FAILED");
   s.owe(j.id, now, announce);
   return "lost";
 }
@@ -99,9 +108,13 @@ export const duties = {
     const report: SweepReport = { expired: 0, timedOut: [], requeued: [], lost: [] };
 
     const expired = s.db
-      .query<Pick<JobRow, "id" | "status" | "worker_id">, [number]>("DELETE FROM jobs WHERE expires_at <= ? RETURNING id, status, worker_id")
+      .query<Pick<JobRow, "id" | "endpoint" | "status" | "seq" | "worker_id">, [number]>(
+        "DELETE FROM jobs WHERE expires_at <= ? RETURNING id, endpoint, status, seq, worker_id",
+      )
       .all(now);
     for (const j of expired) {
+      if (j.status === "IN_QUEUE") s.index.unqueued(j.endpoint, j.seq, null);
+      else s.index.move(j.endpoint, j.status as JobStatus, null);
       s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(j.id);
       if (j.status === "IN_PROGRESS") s.stop(j.worker_id, j.id, announce);
       announce(topics.job(j.id));
@@ -117,6 +130,7 @@ export const duties = {
              expires_at = ? WHERE id = ?`,
         )
         .run(now, JSON.stringify(`execution timeout of ${timeout} ms exceeded`), now + s.retentionOf(j), j.id);
+      s.index.move(j.endpoint, "IN_PROGRESS", "TIMED_OUT");
       s.stop(j.worker_id, j.id, announce);
       announce(topics.job(j.id));
       s.owe(j.id, now, announce);

@@ -23,12 +23,7 @@ export const jobReads = {
   },
 
   health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {
-    const counts = s.db
-      .query<{ status: string; n: number }, [string, number]>(
-        "SELECT status, COUNT(*) AS n FROM jobs WHERE endpoint = ? AND expires_at > ? GROUP BY status",
-      )
-      .all(endpointId, now);
-    const n = (status: string) => counts.find((c) => c.status === status)?.n ?? 0;
+    const n = liveCounts(s, endpointId, now);
     const retried =
       s.db
         .query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'")
@@ -43,10 +38,10 @@ export const jobReads = {
     const unhealthy = workers.filter((w) => !w.busy && w.unhealthy !== null).length;
     return {
       jobs: {
-        completed: n("COMPLETED"),
-        failed: n("FAILED") + n("TIMED_OUT"),
-        inProgress: n("IN_PROGRESS"),
-        inQueue: n("IN_QUEUE"),
+        completed: n.COMPLETED,
+        failed: n.FAILED + n.TIMED_OUT,
+        inProgress: n.IN_PROGRESS,
+        inQueue: n.IN_QUEUE,
         retried,
       },
       workers: { idle: workers.length - running - unhealthy, running, initializing: 0, unhealthy },
@@ -79,16 +74,18 @@ export const jobReads = {
   },
 
   scalingStats(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): ScalingStats {
-    const q = s.db
-      .query<{ low: number; n: number; oldest: number | null }, [string, number]>(
-        `SELECT COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low, COUNT(*) AS n, MIN(queued_at) AS oldest
-         FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? GROUP BY low`,
-      )
-      .all(endpointId, now);
-    const normal = q.find((r) => !r.low);
-    const inProgress = s.db
-      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_PROGRESS' AND expires_at > ?")
-      .get(endpointId, now)!.n;
+    const n = liveCounts(s, endpointId, now);
+    // Low-priority and expired jobs at the front are walked past; the walk stops at the first
+    // normal one, the oldest (queue order is submission order, a lost worker's job keeping its place).
+    let oldest: number | undefined;
+    for (const e of s.index.of(endpointId).queue.inOrder()) {
+      if (e.expiresAt <= now) continue;
+      if (!e.lowPriority) {
+        oldest = e.queuedAt;
+        break;
+      }
+    }
+    const low = lowQueued(s, endpointId, now);
     const workers = s.db
       .query<{ id: string; running: number; unhealthy: string | null; last_active: number | null }, [number, string, number]>(
         `SELECT w.id, (SELECT COUNT(*) FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS running,
@@ -96,17 +93,55 @@ export const jobReads = {
       )
       .all(now, endpointId, now - workerLossTimeoutMs);
     return {
-      queued: normal?.n ?? 0,
-      queuedLowPriority: q.find((r) => r.low)?.n ?? 0,
-      inProgress,
-      oldestQueuedAt: normal?.oldest ?? undefined,
+      queued: n.IN_QUEUE - low,
+      queuedLowPriority: low,
+      inProgress: n.IN_PROGRESS,
+      oldestQueuedAt: oldest,
       workers: workers.map((w) => ({ id: w.id, running: w.running, unhealthy: w.unhealthy !== null, lastActive: opt(w.last_active) })),
     };
   },
 
+  /** Queued jobs of the endpoint, exact, without counting the queue. */
   queueDepth(s: SqliteContext, endpointId: string, now: number): number {
-    return s.db
-      .query<{ n: number }, [string, number]>("SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
-      .get(endpointId, now)!.n;
+    return liveCounts(s, endpointId, now).IN_QUEUE;
+  },
+
+  /** How many queued jobs of its endpoint will be taken before this one; null unless it is queued. */
+  queuePosition(s: SqliteContext, endpointId: string, jobId: string, now: number): number | null {
+    const row = s.db
+      .query<{ seq: number }, [string, string, number]>("SELECT seq FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
+      .get(jobId, endpointId, now);
+    if (!row) return null;
+    const expiredAhead = s.db
+      .query<{ n: number }, [number, string, number]>(
+        "SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? AND status = 'IN_QUEUE' AND seq < ?",
+      )
+      .get(now, endpointId, row.seq)!.n;
+    return s.index.of(endpointId).queue.rank(row.seq) - expiredAhead;
   },
 };
+
+/**
+ * Live rows of the endpoint by status: the counts in memory less the rows that expired and the
+ * sweep has not removed yet (found through the expiry index, so as many as expired since the
+ * last sweep, whatever the backlog).
+ */
+function liveCounts(s: SqliteContext, endpointId: string, now: number): Record<JobStatus, number> {
+  const n = { ...s.index.of(endpointId).counts };
+  const expired = s.db
+    .query<{ status: JobStatus; n: number }, [number, string]>("SELECT status, COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? GROUP BY status")
+    .all(now, endpointId);
+  for (const e of expired) n[e.status] -= e.n;
+  return n;
+}
+
+/** Live low-priority queued jobs: counted in memory, less those expired and not yet swept. */
+function lowQueued(s: SqliteContext, endpointId: string, now: number): number {
+  const expired = s.db
+    .query<{ n: number }, [number, string]>(
+      `SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? AND status = 'IN_QUEUE'
+         AND json_extract(policy, '$.lowPriority') = 1`,
+    )
+    .get(now, endpointId)!.n;
+  return s.index.of(endpointId).queue.lowPriority - expired;
+}

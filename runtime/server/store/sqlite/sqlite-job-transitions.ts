@@ -3,6 +3,7 @@ import { topics } from "../store-events.ts";
 import type { JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json, toJob } from "./sqlite-job-row.ts";
+import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
@@ -37,6 +38,7 @@ export const jobTransitions = {
         now,
         expires: now + job.policy.ttl,
       })!;
+    s.index.queued(job.endpointId, null, { id: job.id, seq: row.seq, expiresAt: row.expires_at, queuedAt: now, lowPriority: job.policy.lowPriority });
     announce(topics.queue(job.endpointId));
     announce(topics.job(job.id));
     return toJob(row);
@@ -48,23 +50,38 @@ export const jobTransitions = {
         "UPDATE jobs SET expires_at = ? WHERE id = ? AND endpoint = ? AND expires_at > ? RETURNING *",
       )
       .get(expiresAt, jobId, endpointId, now);
-    return row && toJob(row);
+    if (!row) return null;
+    const queued = row.status === "IN_QUEUE" ? s.index.of(endpointId).queue.get(row.seq) : undefined;
+    if (queued) queued.expiresAt = expiresAt;
+    return toJob(row);
   },
 
   claim(s: SqliteContext, endpointId: string, workerId: string, max: number, now: number, announce: Announce): StoredJob[] {
-    const rows = s.db
-      .query<JobRow, [number, string, number, string, number, number]>(
-        `UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?, worker_id = ?,
-           deadline = ? + json_extract(policy, '$.executionTimeout')
-         WHERE id IN (SELECT id FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?
-                      ORDER BY seq LIMIT ?)
-         RETURNING *`,
-      )
-      .all(now, workerId, now, endpointId, now, max);
-    rows.sort((a, b) => a.seq - b.seq);
-    if (rows.length) s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
-    for (const r of rows) announce(topics.job(r.id));
-    return rows.map(toJob);
+    // The queue in memory names the jobs in claim order; expired ones are left to the sweep.
+    const picked: QueuedEntry[] = [];
+    for (const entry of s.index.of(endpointId).queue.inOrder()) {
+      if (picked.length >= max) break;
+      if (entry.expiresAt > now) picked.push(entry);
+    }
+    if (!picked.length) return [];
+    const take = s.db.query<JobRow, [number, string, number, string]>(
+      `UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?1, worker_id = ?2,
+         deadline = ?3 + json_extract(policy, '$.executionTimeout')
+       WHERE id = ?4 AND status = 'IN_QUEUE' RETURNING *`,
+    );
+    const jobs: StoredJob[] = [];
+    for (const entry of picked) {
+      const row = take.get(now, workerId, now, entry.id);
+      if (!row) {
+        s.index.of(endpointId).queue.delete(entry.seq); // not queued after all: never counted as such
+        continue;
+      }
+      s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
+      announce(topics.job(row.id));
+      jobs.push(toJob(row));
+    }
+    if (jobs.length) s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
+    return jobs;
   },
 
   progress(s: SqliteContext, workerId: string, jobId: string, value: unknown, now: number, announce: Announce): boolean {
@@ -126,6 +143,7 @@ export const jobTransitions = {
         now + s.retentionOf(row),
         jobId,
       );
+    s.index.move(row.endpoint, "IN_PROGRESS", failed ? "FAILED" : "COMPLETED");
     if (row.chunk_count === 0 && finalChunks.length) appendChunkRows(s, jobId, 0, finalChunks);
     s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
     s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
@@ -151,6 +169,8 @@ export const jobTransitions = {
          WHERE id = ?`,
       )
       .run(now, now + s.retentionOf(row), jobId);
+    if (row.status === "IN_QUEUE") s.index.unqueued(endpointId, row.seq, "CANCELLED");
+    else s.index.move(endpointId, "IN_PROGRESS", "CANCELLED");
     if (row.status === "IN_PROGRESS") s.stop(row.worker_id, jobId, announce);
     announce(topics.job(jobId));
     return s.owe(jobId, now, announce);
@@ -160,7 +180,8 @@ export const jobTransitions = {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return { kind: "not-found" } as const;
     if (row.status !== "FAILED" && row.status !== "TIMED_OUT") return { kind: "conflict", status: row.status as JobStatus } as const;
-    const ttl = (JSON.parse(row.policy) as StoredJob["policy"]).ttl;
+    const policy = JSON.parse(row.policy) as StoredJob["policy"];
+    const seq = s.nextSeq();
     s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     // A stop owed to the earlier run (its timeout) must not cancel the new one.
     s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
@@ -171,7 +192,8 @@ export const jobTransitions = {
            losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0
          WHERE id = ?`,
       )
-      .run(s.nextSeq(), now, now + ttl, jobId);
+      .run(seq, now, now + policy.ttl, jobId);
+    s.index.queued(endpointId, row.status as JobStatus, { id: jobId, seq, expiresAt: now + policy.ttl, queuedAt: now, lowPriority: policy.lowPriority });
     s.db
       .query(
         `INSERT INTO counters (endpoint, name, value) VALUES (?, 'retried', 1)
@@ -184,10 +206,13 @@ export const jobTransitions = {
   },
 
   purgeQueue(s: SqliteContext, endpointId: string, now: number, announce: Announce): number {
-    const ids = s.db
-      .query<{ id: string }, [string, number]>("DELETE FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? RETURNING id")
+    const rows = s.db
+      .query<{ id: string; seq: number }, [string, number]>("DELETE FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ? RETURNING id, seq")
       .all(endpointId, now);
-    for (const { id } of ids) announce(topics.job(id));
-    return ids.length;
+    for (const { id, seq } of rows) {
+      s.index.unqueued(endpointId, seq, null);
+      announce(topics.job(id));
+    }
+    return rows.length;
   },
 };

@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(endpoint, status, seq);
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
 CREATE INDEX IF NOT EXISTS jobs_running ON jobs(status, deadline);
-CREATE INDEX IF NOT EXISTS jobs_worker ON jobs(worker_id) WHERE worker_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS stream_chunks (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS stops (
   job_id TEXT NOT NULL,
   PRIMARY KEY (worker_id, job_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS stops_job ON stops(job_id);
 CREATE TABLE IF NOT EXISTS counters (
   endpoint TEXT NOT NULL,
   name TEXT NOT NULL,
@@ -86,6 +87,9 @@ export const MIGRATIONS: Record<number, string> = {
         cost_e10 INTEGER NOT NULL,
         PRIMARY KEY (key_id, endpoint)
       ) WITHOUT ROWID;`,
+  // jobs_worker_status and stops_job (in SCHEMA) replace an index that made a worker's running
+  // jobs a walk through every job it ever ran.
+  5: `DROP INDEX IF EXISTS jobs_worker;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

@@ -1,0 +1,65 @@
+import type { Database } from "bun:sqlite";
+import { JOB_STATES, type JobStatus } from "../../../protocol/limits.ts";
+import { type QueuedEntry, SeqQueue } from "./seq-queue.ts";
+
+/** Rows of one endpoint by status (expired rows not yet swept included) and its queue. */
+export interface EndpointIndex {
+  counts: Record<JobStatus, number>;
+  queue: SeqQueue;
+}
+
+const noCounts = (): Record<JobStatus, number> => Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobStatus, number>;
+
+/**
+ * What the embedded store keeps in memory beside the table, so that backpressure, health, claim
+ * and queue position cost the same at any backlog: per endpoint, the number of rows in each
+ * status and the queued jobs in claim order. Built from the table when the store opens (one
+ * server owns an embedded store), changed in step with every transaction, and rebuilt when a
+ * transaction rolls back.
+ */
+export class JobIndex {
+  readonly #endpoints = new Map<string, EndpointIndex>();
+
+  constructor(private readonly db: Database) {
+    this.rebuild();
+  }
+
+  /** The endpoint's index, created empty on first use. */
+  of(endpointId: string): EndpointIndex {
+    let e = this.#endpoints.get(endpointId);
+    if (!e) this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue() }));
+    return e;
+  }
+
+  /** A row moved from one status to another (null: inserted or deleted). */
+  move(endpointId: string, from: JobStatus | null, to: JobStatus | null): void {
+    const c = this.of(endpointId).counts;
+    if (from) c[from]--;
+    if (to) c[to]++;
+  }
+
+  /** A row became IN_QUEUE (enqueue, retry, a lost worker's job). */
+  queued(endpointId: string, from: JobStatus | null, entry: QueuedEntry): void {
+    this.move(endpointId, from, "IN_QUEUE");
+    this.of(endpointId).queue.add(entry);
+  }
+
+  /** A row left IN_QUEUE (claim, cancel, purge, expiry). */
+  unqueued(endpointId: string, seq: number, to: JobStatus | null): void {
+    this.move(endpointId, "IN_QUEUE", to);
+    this.of(endpointId).queue.delete(seq);
+  }
+
+  /** Reads the counts and the queues back from the table. */
+  rebuild(): void {
+    this.#endpoints.clear();
+    const counts = this.db.query<{ endpoint: string; status: JobStatus; n: number }, []>("SELECT endpoint, status, COUNT(*) AS n FROM jobs GROUP BY endpoint, status");
+    for (const r of counts.all()) this.of(r.endpoint).counts[r.status] = r.n;
+    const queued = this.db.query<{ endpoint: string; id: string; seq: number; expires_at: number; queued_at: number; low: number }, []>(
+      "SELECT endpoint, id, seq, expires_at, queued_at, COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low FROM jobs WHERE status = 'IN_QUEUE' ORDER BY endpoint, seq",
+    );
+    for (const r of queued.iterate()) {
+      this.of(r.endpoint).queue.add({ id: r.id, seq: r.seq, expiresAt: r.expires_at, queuedAt: r.queued_at, lowPriority: r.low === 1 });
+    }
+  }
+}
