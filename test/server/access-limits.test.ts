@@ -86,7 +86,7 @@ describe("key scopes", () => {
     for (const auth of [`Bearer ${key}`, key]) {
       expect(await send(srv, "GET", `/v2/echo/status/${j.queued}`, undefined, auth)).toEqual({
         status: 200,
-        body: { id: j.queued, status: "IN_QUEUE" },
+        body: { id: j.queued, status: "IN_QUEUE", queuePosition: 0 },
         retryAfter: null,
       });
       expect(await send(srv, "GET", `/v2/echo/status-sync/${j.failed}?wait=0`, undefined, auth)).toEqual({
@@ -291,7 +291,7 @@ describe("rate limits", () => {
     expect(await send(srv, "POST", `/v2/echo/cancel/${b}`)).toEqual({ status: 200, body: { id: b, status: "CANCELLED" }, retryAfter: null });
     clock.advance(4_001);
     expect(await send(srv, "POST", `/v2/echo/cancel/${c}`)).toEqual(refusal(429, ["rate limit", "2 cancel requests"], "6"));
-    expect((await srv.json("GET", `/v2/echo/status/${c}`))[1]).toEqual({ id: c, status: "IN_QUEUE" });
+    expect((await srv.json("GET", `/v2/echo/status/${c}`))[1]).toEqual({ id: c, status: "IN_QUEUE", queuePosition: 0 });
     clock.advance(WINDOW - 4_001);
     expect(await send(srv, "POST", `/v2/echo/cancel/${c}`)).toEqual({ status: 200, body: { id: c, status: "CANCELLED" }, retryAfter: null });
   });
@@ -325,8 +325,8 @@ describe("rate limits", () => {
     clock.advance(5_000);
     expect(await pending).toEqual([200, { id, status: "IN_QUEUE" }]);
     // Two more fit in the window: the two refused above did not use it up.
-    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE" }, retryAfter: null });
-    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE" }, retryAfter: null });
+    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE", queuePosition: 0 }, retryAfter: null });
+    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE", queuePosition: 0 }, retryAfter: null });
     expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual(refusal(429, ["rate limit", "3 status requests"], "5"));
   });
 

@@ -214,10 +214,10 @@ describe("kill -9 durability", () => {
       [ids.completed]: [200, { id: ids.completed, status: "COMPLETED", output: { doubled: 2 }, delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: "w1" }],
       [ids.running]: [200, { id: ids.running, status: "IN_PROGRESS", output: { step: 1 }, delayTime: expect.any(Number), workerId: "w1" }],
       [ids.failed]: [200, { id: ids.failed, status: "FAILED", error: "boom", delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: "w2" }],
-      [ids.retried]: [200, { id: ids.retried, status: "IN_QUEUE" }],
+      [ids.retried]: [200, { id: ids.retried, status: "IN_QUEUE", queuePosition: 2 }],
       [ids.cancelled]: [200, { id: ids.cancelled, status: "CANCELLED" }],
-      [ids.queuedA]: [200, { id: ids.queuedA, status: "IN_QUEUE" }],
-      [ids.queuedB]: [200, { id: ids.queuedB, status: "IN_QUEUE" }],
+      [ids.queuedA]: [200, { id: ids.queuedA, status: "IN_QUEUE", queuePosition: 0 }],
+      [ids.queuedB]: [200, { id: ids.queuedB, status: "IN_QUEUE", queuePosition: 1 }],
     });
     expect(before.health).toEqual([
       200,

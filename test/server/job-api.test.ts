@@ -9,7 +9,7 @@ describe("submit and poll", () => {
     expect(code).toBe(200);
     expect(queued).toEqual({ id: expect.stringMatching(/^[0-9a-f-]{36}$/), status: "IN_QUEUE" });
 
-    expect((await srv.json("GET", `/v2/echo/status/${queued.id}`))[1]).toEqual({ id: queued.id, status: "IN_QUEUE" });
+    expect((await srv.json("GET", `/v2/echo/status/${queued.id}`))[1]).toEqual({ id: queued.id, status: "IN_QUEUE", queuePosition: 0 });
 
     const w = protocolWorker(srv, "echo", "w1");
     const job = await w.take();
@@ -183,7 +183,7 @@ describe("cancel, retry, purge", () => {
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toEqual({ completed: 0, failed: 1, inProgress: 0, inQueue: 0, retried: 0 });
 
     expect(await srv.json("POST", `/v2/echo/retry/${id}`)).toEqual([200, { id, status: "IN_QUEUE" }]);
-    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE" });
+    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE", queuePosition: 0 });
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 1, retried: 1 });
 
     const again = await w.take();

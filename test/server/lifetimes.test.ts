@@ -122,7 +122,7 @@ describe("worker loss", () => {
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1].status).toBe("IN_PROGRESS");
     clock.advance(1);
     await srv.server.sweep();
-    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE" });
+    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE", queuePosition: 0 });
     expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
 
     const second = protocolWorker(srv, "echo", "gone-2");
@@ -148,7 +148,7 @@ describe("worker loss", () => {
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1].status).toBe("IN_PROGRESS");
     clock.advance(1);
     await w.ping([]);
-    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE" });
+    expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({ id, status: "IN_QUEUE", queuePosition: 0 });
     expect((await w.take()).id).toBe(id);
   });
 
