@@ -114,7 +114,7 @@ describe("server-sent events for jobs", () => {
     const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: {} });
     const status = await srv.call("GET", `/v2/echo/status/${id}`, undefined, { headers: { accept: "application/json" } });
     expect(status.headers.get("content-type")).toBe("application/json");
-    expect(await status.json()).toEqual({ id, status: "IN_QUEUE" });
+    expect(await status.json()).toEqual({ id, status: "IN_QUEUE", queuePosition: 0 });
     expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({ id, status: "IN_QUEUE", stream: [] });
   });
 

@@ -65,13 +65,13 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
-    return this.#tx((announce) => {
-      if (maxQueued !== undefined) {
-        const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
-        if (depth > maxQueued) throw new QueueFullError(depth);
-      }
-      return jobTransitions.enqueue(this.#sql, job, now, announce);
-    });
+    // Checked just before the transaction, in the same synchronous step: nothing runs between.
+    // (A refusal thrown inside it would roll back and rebuild the index for nothing.)
+    if (maxQueued !== undefined) {
+      const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
+      if (depth > maxQueued) throw new QueueFullError(depth);
+    }
+    return this.#tx((announce) => jobTransitions.enqueue(this.#sql, job, now, announce));
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
