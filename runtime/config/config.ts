@@ -113,11 +113,20 @@ const endpointId = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "endpoint ids are 1
 
 export const configSchema = z.strictObject({
   server: serverConfigSchema.default(serverConfigSchema.parse({})),
-  endpoints: z.record(endpointId, endpointConfigSchema).default({}),
+  // A null-prototype object: an id from a request finds only configured endpoints.
+  endpoints: z
+    .record(endpointId, endpointConfigSchema)
+    .default({})
+    .transform((endpoints) => Object.assign(Object.create(null) as typeof endpoints, endpoints)),
 });
 export type Config = z.infer<typeof configSchema>;
 /** What a caller may pass: every field optional, defaults filled in by parseConfig. */
 export type ConfigInput = z.input<typeof configSchema>;
+
+/** The endpoint configured under `id`; undefined for any other string (own properties only). */
+export function findEndpoint(config: Config, id: string): EndpointConfig | undefined {
+  return Object.hasOwn(config.endpoints, id) ? config.endpoints[id] : undefined;
+}
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -125,6 +134,11 @@ export class ConfigError extends Error {
 
 /** Validates a config object; the one place defaults come from. */
 export function parseConfig(raw: unknown, source = "config"): Config {
+  // zod drops a __proto__ key without a word; say so instead of losing the endpoint.
+  const endpoints = (raw as { endpoints?: unknown } | null)?.endpoints;
+  if (typeof endpoints === "object" && endpoints !== null && Object.hasOwn(endpoints, "__proto__")) {
+    throw new ConfigError(`${source}: endpoints: __proto__ cannot be an endpoint id`);
+  }
   const result = configSchema.safeParse(raw);
   if (!result.success) throw new ConfigError(`${source}: ${describeIssues(result.error)}`);
   return result.data;

@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from "hono";
+import { findEndpoint } from "../config/config.ts";
 import type { RateLimitedOperation } from "../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
@@ -12,7 +13,7 @@ const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "request
 const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-stream", "ping", "job-stop", "job-files"]);
 
 /** Which rate-limited operation a path segment is. */
-const LIMITED: Record<string, RateLimitedOperation> = {
+const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entries({
   runsync: "runsync",
   run: "run",
   status: "status",
@@ -23,7 +24,7 @@ const LIMITED: Record<string, RateLimitedOperation> = {
   openai: "openai",
   compat: "openai",
   requests: "requests",
-};
+} satisfies Record<string, RateLimitedOperation>));
 
 /** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
 export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
@@ -45,7 +46,7 @@ export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
 export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
-    const endpoint = deps.config.endpoints[endpointId];
+    const endpoint = findEndpoint(deps.config, endpointId);
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const key = c.var.key;
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
@@ -55,7 +56,7 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     const refusal = scopeRefusal(key.scope, c.req.method, op);
     if (refusal) throw new HttpError(401, refusal);
     c.set("endpointId", endpointId);
-    const limited = Object.hasOwn(LIMITED, op) ? LIMITED[op] : undefined;
+    const limited = LIMITED.get(op);
     if (!limited) return next();
     const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
     if (!admission.ok) {

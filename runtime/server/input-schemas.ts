@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Config } from "../config/config.ts";
+import { findEndpoint, type Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { isHandler } from "../../sdk/define-handler.ts";
 
@@ -27,7 +27,7 @@ export class InputSchemas {
   get(endpointId: string): Promise<z.ZodType | undefined> {
     let p = this.#loading.get(endpointId);
     if (!p) {
-      const handler = this.config.endpoints[endpointId]?.handler;
+      const handler = findEndpoint(this.config, endpointId)?.handler;
       p = handler && isSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined);
       this.#loading.set(endpointId, p);
     }

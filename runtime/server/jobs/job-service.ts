@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Clock } from "../../clock.ts";
-import type { Config } from "../../config/config.ts";
+import { findEndpoint, type Config } from "../../config/config.ts";
 import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
 import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http-error.ts";
@@ -44,7 +44,8 @@ export class JobService {
 
   /** Checks the input against the endpoint's schema and the queue against backpressure, then enqueues. */
   async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<StoredJob> {
-    const endpoint = this.#config.endpoints[endpointId]!;
+    const endpoint = findEndpoint(this.#config, endpointId);
+    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const schema = await this.#inputSchemas?.get(endpointId);
     const checked = schema?.safeParse(request.input);
     if (checked && !checked.success) {

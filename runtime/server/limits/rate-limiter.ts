@@ -14,7 +14,8 @@ export async function admitRequest(
   windowMs: number,
   now: number,
 ): Promise<{ ok: true; release: () => Promise<void> } | { ok: false; retryAfterSeconds: number; reason: string }> {
-  const limit = limits[op];
+  const limit = Object.hasOwn(limits, op) ? limits[op] : undefined;
+  if (!limit) throw new Error(`no rate limit configured for ${op}`);
   const admission = await store.admitRequest(`${endpointId}:${op}`, limit, windowMs, now);
   if (admission.ok) return admission;
   const reason =
