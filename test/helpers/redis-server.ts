@@ -3,6 +3,35 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 let started: Promise<string> | undefined;
+let installed: Promise<string> | undefined;
+
+/** Where apt puts programs, searched after an install even when the caller's PATH lacks them. */
+const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * The redis-server program: the one on PATH, else installed from apt once per test process (as
+ * scripts/s3-server.sh does for radosgw), so `npm install && npm test` passes on a fresh machine.
+ */
+export function redisServerPath(): Promise<string> {
+  installed ??= (async () => {
+    const onPath = Bun.which("redis-server");
+    if (onPath) return onPath;
+    const env = { ...process.env, PATH: `${process.env.PATH ?? ""}:${SYSTEM_PATH}`, DEBIAN_FRONTEND: "noninteractive" };
+    // Several test processes may install at once: wait for apt's lock instead of failing on it.
+    const apt = "apt-get -y -q -o DPkg::Lock::Timeout=300";
+    const install = Bun.spawn(["/bin/sh", "-c", `${apt} install redis-server || (${apt} update && ${apt} install redis-server)`], {
+      env,
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "pipe",
+    });
+    const [stderr, code] = await Promise.all([new Response(install.stderr).text(), install.exited]);
+    const path = Bun.which("redis-server", { PATH: env.PATH });
+    if (code !== 0 || !path) throw new Error(`redis-server is missing and apt-get install redis-server failed (exit ${code}): ${stderr.slice(-2000)}`);
+    return path;
+  })();
+  return installed;
+}
 
 async function freePort(): Promise<number> {
   const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
@@ -13,16 +42,18 @@ async function freePort(): Promise<number> {
 
 /**
  * A real redis-server for tests: SPOOL_TEST_REDIS_URL when CI started one, else one started here
- * (once per test process) with AOF on, and stopped by a watchdog when this process ends.
+ * (once per test process, installed from apt when missing) with AOF on, and stopped by a
+ * watchdog when this process ends.
  */
 export function redisUrl(): Promise<string> {
   const fromEnv = process.env.SPOOL_TEST_REDIS_URL;
   if (fromEnv) return Promise.resolve(fromEnv);
   started ??= (async () => {
+    const program = await redisServerPath();
     const dir = mkdtempSync(join(tmpdir(), "spool-redis-"));
     const port = await freePort();
     const proc = Bun.spawn(
-      ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir],
+      [program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir],
       { stdout: "ignore", stderr: "inherit" },
     );
     // bun test emits no "exit" event: a detached watchdog ends redis when this process ends.
@@ -40,7 +71,7 @@ export function redisUrl(): Promise<string> {
         await Bun.sleep(10);
       }
     }
-    throw new Error(`redis-server did not start on port ${port} (is it installed? apt-get install redis-server)`);
+    throw new Error(`redis-server did not start on port ${port} (${program})`);
   })();
   return started;
 }
