@@ -1,3 +1,4 @@
+import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,10 +37,10 @@ async function drain(stream: ReadableStream<Uint8Array>, sink: { text: string },
   }
 }
 
-async function startSpool(dataDir: string): Promise<Spool> {
-  // An endpoint with no handler: this test is the only worker, so nothing else takes its jobs.
+/** `configToml`: by default one endpoint with no handler, so this test is its only worker. */
+async function startSpool(dataDir: string, configToml = "[endpoints.echo]\n"): Promise<Spool> {
   const config = join(dataDir, "endpoints.toml");
-  await Bun.write(config, "[endpoints.echo]\n");
+  await Bun.write(config, configToml);
   const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir, "--config", config], {
     cwd: ROOT,
     stdin: "ignore",
@@ -269,5 +270,39 @@ describe("kill -9 durability", () => {
       200,
       { jobs: { completed: 3, failed: 0, inProgress: 5, inQueue: 0, retried: 2 }, workers: { idle: 2, running: 1, initializing: 0, unhealthy: 0 } },
     ]);
+  }, SPAWN_TIMEOUT);
+
+  test("rate limits of the embedded store survive SIGKILL within their window", async () => {
+    using dir = tempDir();
+    // A window of ten years: the test never crosses a window boundary.
+    const toml = "[server]\nrateWindowMs = 315360000000\n[endpoints.echo.rateLimits.run]\nrequests = 5\n";
+    const first = await startSpool(dir.path, toml);
+    let current: Spool = first;
+    await using _cleanup = { [Symbol.asyncDispose]: () => current[Symbol.asyncDispose]() };
+    const api = client(() => current.url, first.createdKey!);
+    for (let i = 0; i < 5; i++) expect((await api.json("POST", "/v2/echo/run", { input: { i } }))[0]).toBe(200);
+    expect((await api.json("POST", "/v2/echo/run", { input: {} }))[0]).toBe(429);
+
+    // Counts are written at most every ~100 ms (never on the request path): wait until they are.
+    const db = new Database(join(dir.path, "spool.db"), { readonly: true });
+    const persisted = () => db.query<{ count: number }, []>("SELECT count FROM rate_windows WHERE bucket = 'echo:run'").get()?.count;
+    for (let i = 0; i < 1000 && persisted() !== 5; i++) await Bun.sleep(5);
+    expect(persisted()).toBe(5);
+    db.close();
+
+    first.proc.kill(9);
+    await first.proc.exited;
+    current = await startSpool(dir.path, toml);
+    const [code, body] = await api.json("POST", "/v2/echo/run", { input: {} });
+    expect({ code, body }).toEqual({ code: 429, body: { error: "rate limit: at most 5 run requests per 315360000 s on this endpoint" } });
+    // The refused calls queued nothing: the five jobs are all there is.
+    expect((await api.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(5);
+
+    // A clean stop writes the counts too, and another endpoint's window was never touched.
+    current.proc.kill("SIGTERM");
+    await current.proc.exited;
+    current = await startSpool(dir.path, toml);
+    expect((await api.json("POST", "/v2/echo/run", { input: {} }))[0]).toBe(429);
+    expect((await api.json("GET", "/v2/echo/status/x"))[0]).toBe(404);
   }, SPAWN_TIMEOUT);
 });

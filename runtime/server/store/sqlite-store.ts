@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { HealthResponse } from "../../protocol/job-response.ts";
 import type { JobStatus } from "../../protocol/limits.ts";
 import { LocalRequestCounter } from "../limits/rate-limiter.ts";
+import { SqliteRateWindows } from "../limits/sqlite-rate-windows.ts";
 import { LocalEvents } from "./store-events.ts";
 import { type Announce, SqliteContext } from "./sqlite/sqlite-context.ts";
 import { duties } from "./sqlite/sqlite-duties.ts";
@@ -24,7 +25,7 @@ import { QueueFullError } from "./store.ts";
  */
 export class SqliteStore implements Store {
   readonly events = new LocalEvents();
-  readonly #requests = new LocalRequestCounter();
+  readonly #requests: LocalRequestCounter;
   readonly #db: Database;
   readonly #sql: SqliteContext;
 
@@ -41,6 +42,7 @@ export class SqliteStore implements Store {
       this.#db.run(`PRAGMA user_version = ${SCHEMA_VERSION}`);
     })();
     this.#sql = new SqliteContext(this.#db, options.retention);
+    this.#requests = new LocalRequestCounter(new SqliteRateWindows(this.#db));
   }
 
   /** Opens (creating if needed) the store file `spool.db` in `dir`. */
@@ -203,6 +205,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#requests.close();
     this.#db.close();
   }
 }
