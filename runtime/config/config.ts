@@ -106,6 +106,8 @@ export const serverConfigSchema = z.strictObject({
   webhookSecret: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64").optional(),
   /** How long a finished asynchronous job's result stays. @default 1800000 */
   asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
+  /** Serve /metrics without a key (e.g. to a Prometheus on a private network). @default false */
+  metricsPublic: z.boolean().default(false),
 });
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 

@@ -5,6 +5,7 @@ import type { InputSchemas } from "./input-schemas.ts";
 import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
 import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
+import type { ServerMetrics } from "./metrics/server-metrics.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
@@ -17,6 +18,8 @@ export interface AppDeps {
   jobEvents: JobEvents;
   /** Recent per-endpoint figures (throughput, delay and execution percentiles), fed by jobEvents. */
   stats: EndpointStatsRecorder;
+  /** Prometheus metrics of this server (the app makes its own when none is given). */
+  metrics?: ServerMetrics;
   /** Workers the scaler has started and not yet heard from, per endpoint. */
   initializing?: (endpointId: string) => number;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */

@@ -3,6 +3,8 @@ import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
+import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
+import { ServerMetrics } from "./metrics/server-metrics.ts";
 import type { FileStore, LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
@@ -16,6 +18,8 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const app = new Hono<AppEnv>();
+  const metrics = deps.metrics ?? new ServerMetrics(deps);
+  app.use(countRequests(metrics));
 
   app.use(async (c, next) => {
     const requestId = c.req.header("x-request-id")?.slice(0, 128) || crypto.randomUUID();
@@ -36,6 +40,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
+  app.route("/", metricsRoutes(deps, metrics));
   app.route("/dashboard/api", dashboardApi(deps));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));

@@ -10,6 +10,7 @@ import { InputSchemas } from "./input-schemas.ts";
 import { JobEvents } from "./jobs/job-events.ts";
 import { createKey } from "./keys/api-keys.ts";
 import { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
+import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
 import { Scaler } from "./scaling/scaler.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
@@ -55,7 +56,9 @@ export function startServer(options: {
   const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
   const stats = new EndpointStatsRecorder(jobEvents, clock);
-  const base = { store, config, clock, log, jobEvents, stats };
+  // The scaler is made just below; the metrics ask it only when scraped.
+  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep) });
+  const base = { store, config, clock, log, jobEvents, stats, metrics };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
   const inputSchemas = new InputSchemas(config, log);
@@ -106,6 +109,7 @@ export function startServer(options: {
       await maintenance.stop();
       await webhooks.stop();
       stats.close();
+      metrics.close();
       if (!options.store) await store.close();
     },
   };

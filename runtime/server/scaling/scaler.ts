@@ -150,6 +150,7 @@ export class Scaler {
       x.w.handle.stop();
       count--;
       log.info("stopping idle worker", { endpointId, workerId: x.id });
+      this.#deps.metrics?.scaled(endpointId, "down");
     }
   }
 
@@ -171,6 +172,7 @@ export class Scaler {
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
     log.info("started worker", { endpointId, workerId });
+    this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
       state.workers.delete(workerId);
       this.#byId.delete(workerId);

@@ -52,15 +52,18 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
     const problem = await attempt(d);
     if (problem === null) {
       await store.deliveryDone(d.id);
+      deps.metrics?.webhook("delivered");
       log.info("webhook delivered", { jobId: d.job.id, attempts: d.attempts + 1 });
       return;
     }
     const attempts = d.attempts + 1;
     if (attempts >= WEBHOOK_ATTEMPTS || problem.includes("private address")) {
       log.warn("webhook given up", { jobId: d.job.id, attempts, problem });
+      deps.metrics?.webhook("given_up");
       return store.deliveryDone(d.id);
     }
     log.info("webhook attempt failed; will retry", { jobId: d.job.id, attempts, problem });
+    deps.metrics?.webhook("retried");
     const at = clock.now() + webhookRetryDelayMs;
     nextRetryAt = Math.min(nextRetryAt, at);
     await store.deliveryRetry(d.id, at);

@@ -1,0 +1,46 @@
+import { Hono, type MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
+import { authenticate } from "../access.ts";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { HttpError } from "../http-error.ts";
+import type { ServerMetrics } from "./server-metrics.ts";
+
+const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]);
+
+/**
+ * Counts every answered request by method, route template and status. The template is the first
+ * matched route that is not middleware (e.g. /v2/:endpoint/status/:id, whatever the id), or
+ * "unmatched": the label set stays bounded whatever paths clients send.
+ */
+export function countRequests(metrics: ServerMetrics): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    const method = METHODS.has(c.req.method) ? c.req.method : "OTHER";
+    let route = "unmatched";
+    for (const r of matchedRoutes(c)) {
+      if (r.method !== "ALL") {
+        route = r.path;
+        break;
+      }
+    }
+    metrics.httpRequest(method, route, c.res.status);
+  };
+}
+
+/**
+ * GET /metrics in the Prometheus text format. Needs a full or read-only key that is not limited
+ * to some endpoints (it shows them all), unless server.metricsPublic is set.
+ */
+export function metricsRoutes(deps: AppDeps, metrics: ServerMetrics): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  if (!deps.config.server.metricsPublic) {
+    app.use("/metrics", authenticate(deps), async (c, next) => {
+      const key = c.var.key;
+      if (key.scope !== "full" && key.scope !== "read-only") throw new HttpError(401, `this API key is a ${key.scope} key; /metrics needs a full or read-only key`);
+      if (key.endpoints) throw new HttpError(401, "this API key is restricted to some endpoints; /metrics shows every endpoint and needs an unrestricted key");
+      await next();
+    });
+  }
+  app.get("/metrics", async (c) => c.body(await metrics.exposition(), 200, { "content-type": metrics.contentType }));
+  return app;
+}

@@ -1,0 +1,132 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config/config.ts";
+import type { JobEvent, JobEvents } from "../jobs/job-events.ts";
+import type { Store } from "../store/store.ts";
+
+/** Seconds, from a fast job's queue wait up to an hour-long generation. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+
+const PER_SERVER = "Counted by this server (with several servers, sum over them).";
+const SHARED = "Read from the store at scrape time: the same on every server sharing it.";
+
+/** How a webhook attempt ended: delivered, failed and retried later, or failed for good. */
+export type WebhookOutcome = "delivered" | "retried" | "given_up";
+
+/** What the metrics read and listen to. */
+export interface MetricsDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  jobEvents: JobEvents;
+  /** Workers the scaler started and has not heard from yet, per endpoint. */
+  initializing?: (endpointId: string) => number;
+}
+
+/**
+ * The Prometheus metrics of one server, in a registry of its own (several apps in one process
+ * never collide). Counters are fed by the job events and by the scaler's and webhook sender's
+ * hooks; queue gauges are read from store.health (O(1) in queue depth) when scraped.
+ */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly #deps: MetricsDeps;
+  readonly #off: () => void;
+
+  readonly #submitted: Counter<"endpoint">;
+  readonly #ended: Counter<"endpoint" | "status">;
+  readonly #refused: Counter<"endpoint" | "reason">;
+  readonly #delay: Histogram<"endpoint">;
+  readonly #execution: Histogram<"endpoint">;
+  readonly #scaleUps: Counter<"endpoint">;
+  readonly #scaleDowns: Counter<"endpoint">;
+  readonly #webhooks: Counter<"outcome">;
+  readonly #http: Counter<"method" | "route" | "status">;
+  readonly #queueDepth: Gauge<"endpoint">;
+  readonly #inProgress: Gauge<"endpoint">;
+  readonly #workers: Gauge<"endpoint" | "state">;
+
+  constructor(deps: MetricsDeps) {
+    this.#deps = deps;
+    const registers = [this.registry];
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]) => new Counter<L>({ name, help, labelNames, registers });
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[]) => new Gauge<L>({ name, help, labelNames, registers });
+    const histogram = (name: string, help: string) => new Histogram<"endpoint">({ name, help, labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers });
+
+    this.#submitted = counter("spool_jobs_submitted_total", `Jobs accepted by /run, /runsync and the OpenAI routes. ${PER_SERVER}`, ["endpoint"]);
+    this.#ended = counter("spool_jobs_ended_total", `Jobs that reached a final state (COMPLETED, FAILED, CANCELLED, TIMED_OUT). ${PER_SERVER}`, ["endpoint", "status"]);
+    this.#refused = counter("spool_requests_refused_total", `Requests answered 429, by reason: backpressure (queue full) or rate-limit. ${PER_SERVER}`, ["endpoint", "reason"]);
+    this.#delay = histogram("spool_job_delay_seconds", `Time from entering the queue to being taken by a worker, of jobs that ended. ${PER_SERVER}`);
+    this.#execution = histogram("spool_job_execution_seconds", `Time from being taken to the final state, of jobs that ended. ${PER_SERVER}`);
+    this.#scaleUps = counter("spool_scale_ups_total", `Workers started by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
+    this.#scaleDowns = counter("spool_scale_downs_total", `Idle workers stopped by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
+    this.#webhooks = counter("spool_webhook_deliveries_total", `Webhook attempts by outcome: delivered, retried (failed, tried again later), given_up (failed for good). ${PER_SERVER}`, ["outcome"]);
+    this.#http = counter("spool_http_requests_total", `HTTP requests answered, by method, route template and status. ${PER_SERVER}`, ["method", "route", "status"]);
+    this.#queueDepth = gauge("spool_queue_depth", `Jobs IN_QUEUE. ${SHARED}`, ["endpoint"]);
+    this.#inProgress = gauge("spool_jobs_in_progress", `Jobs IN_PROGRESS. ${SHARED}`, ["endpoint"]);
+    this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet).`, ["endpoint", "state"]);
+    collectDefaultMetrics({ register: this.registry });
+
+    this.#off = deps.jobEvents.on((e) => this.#onJobEvent(e));
+  }
+
+  #onJobEvent(e: JobEvent): void {
+    switch (e.type) {
+      case "submitted":
+        this.#submitted.inc({ endpoint: e.job.endpointId });
+        return;
+      case "refused":
+        this.#refused.inc({ endpoint: e.endpointId, reason: e.reason });
+        return;
+      case "ended": {
+        const { job } = e;
+        const endpoint = job.endpointId;
+        this.#ended.inc({ endpoint, status: job.status });
+        if (job.startedAt === undefined) return;
+        this.#delay.observe({ endpoint }, Math.max(0, job.startedAt - job.queuedAt) / 1000);
+        if (job.completedAt !== undefined) this.#execution.observe({ endpoint }, Math.max(0, job.completedAt - job.startedAt) / 1000);
+        return;
+      }
+    }
+  }
+
+  /** The scaler started (up) or stopped an idle (down) worker. */
+  scaled(endpointId: string, direction: "up" | "down"): void {
+    (direction === "up" ? this.#scaleUps : this.#scaleDowns).inc({ endpoint: endpointId });
+  }
+
+  /** A webhook attempt ended this way. */
+  webhook(outcome: WebhookOutcome): void {
+    this.#webhooks.inc({ outcome });
+  }
+
+  /** One HTTP request answered; `route` is a route template, never a raw path. */
+  httpRequest(method: string, route: string, status: number): void {
+    this.#http.inc({ method, route, status: String(status) });
+  }
+
+  /** The text exposition, with the queue gauges read from the store now. */
+  async exposition(): Promise<string> {
+    const { store, config, clock } = this.#deps;
+    const now = clock.now();
+    for (const endpoint of Object.keys(config.endpoints)) {
+      const health = await store.health(endpoint, now, config.server.workerLossTimeoutMs);
+      this.#queueDepth.set({ endpoint }, health.jobs.inQueue);
+      this.#inProgress.set({ endpoint }, health.jobs.inProgress);
+      this.#workers.set({ endpoint, state: "idle" }, health.workers.idle);
+      this.#workers.set({ endpoint, state: "running" }, health.workers.running);
+      this.#workers.set({ endpoint, state: "unhealthy" }, health.workers.unhealthy);
+      this.#workers.set({ endpoint, state: "initializing" }, this.#deps.initializing?.(endpoint) ?? 0);
+    }
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Stops listening to job events. */
+  close(): void {
+    this.#off();
+  }
+}
