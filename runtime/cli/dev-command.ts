@@ -39,7 +39,7 @@ export async function devCommand(args: string[]): Promise<number> {
     selfCommand(["worker", target, "--url", server.url, "--endpoint", endpoint, "--api-key", key]),
     { stdio: ["ignore", "inherit", "inherit"] },
   );
-  console.log(`Spool dev: ${server.url}/v2/${endpoint} with a worker for ${target}`);
+  console.log(`Spool dev: ${server.url}/v2/${endpoint} with a worker for ${target}; dashboard: ${server.url}/dashboard`);
   console.log(`API key for this session:\n${key}`);
   const stop = async () => {
     worker.kill("SIGTERM");

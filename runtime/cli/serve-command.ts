@@ -19,7 +19,7 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   }
 
   const server = startServer({ config, store, log: stderrLog });
-  console.log(`Spool listening on ${server.url} (store: ${config.server.store ?? config.server.data})`);
+  console.log(`Spool listening on ${server.url} (store: ${config.server.store ?? config.server.data}); dashboard: ${server.url}/dashboard`);
   for (const id of Object.keys(config.endpoints)) console.log(`  endpoint ${id}: ${server.url}/v2/${id}`);
 
   let stopping = false;

@@ -17,6 +17,12 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
   const [next, setNext] = useState<string | undefined>();
   const [error, setError] = useState<string | null>(null);
   const cursor = cursors[cursors.length - 1];
+  // Read again every 10 s: job events come from this server only (several servers share a Redis).
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setTick((t) => t + 1), 10_000);
+    return () => clearInterval(timer);
+  }, []);
 
   useEffect(() => {
     let stop = false;
@@ -40,7 +46,7 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
       stop = true;
       if (retry) clearTimeout(retry);
     };
-  }, [ep, status, cursor]);
+  }, [ep, status, cursor, tick]);
 
   // Live: jobs on this page change in place; new jobs that match the filter appear on the first page.
   useEffect(

@@ -8,7 +8,7 @@ export function StatsChart({ stats, label }: { stats: EndpointStats; label: stri
   const plot = useRef<uPlot | null>(null);
   useEffect(() => {
     const data: uPlot.AlignedData = [
-      stats.series.map((s) => s.minute * 60),
+      stats.series.map((s) => s.minute / 1000),
       stats.series.map((s) => s.delayP50),
       stats.series.map((s) => s.executionP50),
     ];
