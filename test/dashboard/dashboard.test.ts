@@ -33,8 +33,10 @@ async function signedIn(key: string): Promise<Page> {
   const page = await context.newPage();
   page.on("pageerror", (err) => console.error("page error:", err));
   await page.goto(`${env.srv.url}/dashboard`);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  // By keyboard alone: the key field is the first stop, Enter signs in.
+  await page.keyboard.press("Tab");
+  await page.keyboard.type(key);
+  await page.keyboard.press("Enter");
   await page.getByRole("heading", { name: "Endpoints" }).waitFor();
   return page;
 }
@@ -74,6 +76,7 @@ describe("dashboard in a real browser", () => {
     const row = page.locator(`tr[data-job="${id}"]`);
     await row.locator('[data-status="COMPLETED"]').waitFor();
     expect(await inPage(page, "window.__sameDocument")).toBe(true);
+    await shot(page, "jobs");
     // The job's detail: input, output, times and worker.
     await row.getByRole("link", { name: id }).click();
     await page.getByTestId("job-status").filter({ hasText: "COMPLETED" }).waitFor();

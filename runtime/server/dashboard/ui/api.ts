@@ -141,11 +141,11 @@ export class Api {
   purge = (ep: string) => this.call<{ removed: number }>("POST", `/v2/${enc(ep)}/purge-queue`);
 
   /**
-   * Follows a server-sent event stream until `signal` aborts or the server ends it, reconnecting
-   * with Last-Event-ID after a dropped connection. EventSource cannot send the key in a header,
+   * Follows a server-sent event stream until `signal` aborts or the server ends it with
+   * `finished()` true, reconnecting with Last-Event-ID after a dropped connection. EventSource cannot send the key in a header,
    * so this reads the stream with fetch. Resolves when the server closed the stream normally.
    */
-  async follow(path: string, onEvent: (e: ServerEvent) => void, signal: AbortSignal): Promise<void> {
+  async follow(path: string, onEvent: (e: ServerEvent) => void, signal: AbortSignal, finished: () => boolean = () => true): Promise<void> {
     let lastId: string | undefined;
     let delay = 500;
     while (!signal.aborted) {
@@ -167,7 +167,9 @@ export class Api {
           if (e.id !== undefined) lastId = e.id;
           onEvent(e);
         });
-        return;
+        // A stream cut before its last event (a restart, a proxy) resumes where it stopped.
+        if (finished()) return;
+        await new Promise((r) => setTimeout(r, delay));
       } catch (err) {
         if (signal.aborted) return;
         if (err instanceof ApiError && err.status !== 429 && err.status < 500) throw err;

@@ -22,16 +22,23 @@ export function useJobStream(api: Api, ep: string, id: string | null): LiveJob {
     setLive({ status: null, chunks: [], error: null, ended: false });
     if (!id) return;
     const stop = new AbortController();
+    let done = false;
     api
       .follow(
         `/v2/${encodeURIComponent(ep)}/stream/${encodeURIComponent(id)}`,
         (e) => {
           const data = JSON.parse(e.data);
           if (e.event === "chunk") setLive((l) => ({ ...l, chunks: [...l.chunks, data] }));
-          else if (e.event === "status") setLive((l) => ({ ...l, status: data, ended: FINAL.has(data.status) }));
-          else if (e.event === "gone") setLive((l) => ({ ...l, error: data.error, ended: true }));
+          else if (e.event === "status") {
+            done = FINAL.has(data.status);
+            setLive((l) => ({ ...l, status: data, ended: done }));
+          } else if (e.event === "gone") {
+            done = true;
+            setLive((l) => ({ ...l, error: data.error, ended: true }));
+          }
         },
         stop.signal,
+        () => done,
       )
       .then(
         () => setLive((l) => ({ ...l, ended: true })),
