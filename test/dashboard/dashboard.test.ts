@@ -182,6 +182,16 @@ describe("dashboard in a real browser", () => {
     await page.context().close();
   });
 
+  test("the overview counts the jobs run above (the README's screenshot)", async () => {
+    const page = await signedIn(env.srv.key);
+    const completed = page.locator('[data-endpoint="image-fast"] [data-figure="completed"]');
+    await completed.filter({ hasText: /^[1-9]\d*$/ }).waitFor();
+    const [, health] = await env.srv.json("GET", "/v2/image-fast/health");
+    await expect(completed.textContent()).resolves.toBe(String(health.jobs.completed));
+    await shot(page, "dashboard");
+    await page.context().close();
+  });
+
   test("an endpoint-restricted key sees only its endpoints", async () => {
     const page = await signedIn(env.echoKey);
     await page.getByRole("region", { name: "echo" }).waitFor();
