@@ -68,6 +68,12 @@ describe("the dashboard's JSON", () => {
     expect(seenByOther.input).toBeUndefined();
     expect(seenByOther.inputHidden).toContain("another key");
     expect((await srv.json("GET", "/dashboard/api/endpoints/echo/jobs/nope"))[0]).toBe(404);
+
+    // The endpoint's recent figures count the job that ended.
+    const [, stats] = await srv.json("GET", "/dashboard/api/endpoints/echo/stats");
+    expect(stats).toMatchObject({ endpointId: "echo", jobsPerMinute: 1, delayMs: { p50: expect.any(Number) }, executionMs: { p50: expect.any(Number) } });
+    expect(stats.series.reduce((n: number, m: any) => n + m.ended, 0)).toBe(1);
+    expect((await srv.json("GET", "/dashboard/api/endpoints/echo/stats", undefined, { auth: other }))[0]).toBe(200);
   });
 
   test("/requests filters by status", async () => {

@@ -13,7 +13,8 @@ const DETAIL_CHUNKS = 500;
 
 /**
  * The dashboard's reads that the job API has no route for: the endpoints a key may see (with
- * their settings and input schema) and a job's whole detail. Same keys and scopes as /v2: any
+ * their settings and input schema), an endpoint's recent figures, a job's whole detail and the
+ * job events. Same keys and scopes as /v2: any
  * key but a worker key, only its endpoints; a client key sees the input of its own jobs only.
  */
 export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
@@ -50,6 +51,8 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
     );
     return c.json({ key: { name: key.name, scope: key.scope, endpoints: key.endpoints ?? null }, endpoints });
   });
+
+  app.get("/endpoints/:endpoint/stats", (c) => c.json(deps.stats.get(c.var.endpointId)));
 
   app.get("/endpoints/:endpoint/jobs/:id", async (c) => {
     const id = c.req.param("id");

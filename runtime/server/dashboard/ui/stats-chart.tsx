@@ -17,9 +17,14 @@ export function StatsChart({ stats, label }: { stats: EndpointStats; label: stri
         {
           width: 300,
           height: 120,
-          legend: { show: true },
-          axes: [{ size: 28, font: "11px system-ui" }, { size: 44, font: "11px system-ui", values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${v / 1000}s` : `${v}ms`)) }],
-          series: [{}, { label: "delay p50", stroke: "#8a4b00", width: 2, spanGaps: true }, { label: "exec p50", stroke: "#0b5cad", width: 2, spanGaps: true }],
+          legend: { show: true, live: false },
+          axes: [{ size: 28, font: "11px system-ui" }, { size: 56, font: "11px system-ui", values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${v / 1000}s` : `${v}ms`)) }],
+          // Points as well as lines: a minute with jobs between empty ones is still seen.
+          series: [
+            {},
+            { label: "delay p50", stroke: "#8a4b00", width: 2, spanGaps: true, points: { show: true, size: 5, fill: "#8a4b00" } },
+            { label: "execution p50", stroke: "#0b5cad", width: 2, spanGaps: true, points: { show: true, size: 5, fill: "#0b5cad" } },
+          ],
         },
         data,
         box.current,
