@@ -50,6 +50,12 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  /**
+   * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
+   * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).
+   * @default 90000 (as /runsync)
+   */
+  openaiWaitMs: z.number().int().min(1_000).max(LIMITS.runsyncWaitMax).default(LIMITS.runsyncWaitDefault),
   /** Settings handed to the handler (a model path, a device, prices), checked by its own schema. */
   options: z.record(z.string(), z.unknown()).default({}),
   rateLimits: rateLimitsSchema,
@@ -72,6 +78,8 @@ export const serverConfigSchema = z.strictObject({
   stopWaitMs: z.number().int().min(0).max(85_000).default(20_000),
   /** Longest a /stream call with nothing new waits for a chunk or a final state. @default 2000 */
   streamWaitMs: z.number().int().min(0).max(30_000).default(2_000),
+  /** How often an SSE response with nothing to send writes a comment line, so proxies keep it open. @default 15000 */
+  sseKeepAliveMs: z.number().int().min(1).default(15_000),
   /** A worker silent for this long is lost: its jobs are re-queued once, then FAILED. @default 60000 */
   workerLossTimeoutMs: z.number().int().min(1).default(60_000),
   /**

@@ -1,12 +1,15 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
+import { findEndpoint } from "../../config/config.ts";
 import { describeIssues } from "../../protocol/job-request.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
+import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
 import { authenticate, authorize } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
 import type { StoredJob } from "../store/store.ts";
+import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
 
 /** The issue's name and the spec's name for the same interface. */
 const BASE = "/:endpoint/:iface{openai|compat}/v1";
@@ -14,43 +17,21 @@ const BASE = "/:endpoint/:iface{openai|compat}/v1";
 /** Route -> the openai_route its jobs carry (worker-vllm's convention). */
 const ROUTES = { chat: "/v1/chat/completions", completions: "/v1/completions", models: "/v1/models" } as const;
 
-/** An error in OpenAI's body shape; `param` names the request field at fault. */
-class OpenaiError extends HttpError {
-  constructor(status: ConstructorParameters<typeof HttpError>[0], message: string, readonly param: string | null = null, readonly code: string | null = null) {
-    super(status, message);
-  }
-}
-
-function errorBody(status: number, message: string, param: string | null = null, code: string | null = null) {
-  const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : status === 401 ? "authentication_error" : "invalid_request_error";
-  const defaultCode = { 401: "invalid_api_key", 404: "not_found", 413: "request_too_large", 429: "rate_limit_exceeded" }[status] ?? null;
-  return { error: { message, type, param, code: code ?? defaultCode } };
-}
-
-/** How a job that did not complete is told to the client. */
-function jobFailure(job: StoredJob | null): OpenaiError {
-  if (!job) return new OpenaiError(500, "the job is gone (expired or purged) before it finished");
-  if (job.status === "TIMED_OUT") return new OpenaiError(504, "the job ran past its execution timeout", null, "timeout");
-  if (job.status === "CANCELLED") return new OpenaiError(500, "the job was cancelled", null, "cancelled");
-  let message = typeof job.error === "string" ? job.error : JSON.stringify(job.error ?? "the job failed");
-  let type = "";
-  try {
-    const shape = JSON.parse(message) as { error_type?: unknown; error_message?: unknown };
-    if (typeof shape.error_message === "string") message = shape.error_message;
-    if (typeof shape.error_type === "string") type = shape.error_type;
-  } catch {
-    // A plain-text error (a worker's input check, a generator's failure) is shown as it is.
-  }
-  const invalid = type === "invalid_request_error" || message.startsWith("Invalid parameter:");
-  return new OpenaiError(invalid ? 400 : 500, message);
-}
-
 /** A job's output or chunk as the client sees it: without `cost`, which the server has charged. */
 function withoutCost(value: unknown): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value) || !("cost" in value)) return value;
   const { cost: _cost, ...rest } = value as Record<string, unknown>;
   return rest;
 }
+
+/** What a stream has read: chunks not yet relayed and the job (null once it is gone). */
+interface Read {
+  chunks: unknown[];
+  job: StoredJob | null;
+}
+
+/** Whether a read brought something to relay or the end. */
+const progressed = (r: Read) => r.chunks.length > 0 || !r.job || isFinal(r.job.status);
 
 /** SSE text of stream chunks: objects as `data: JSON`; strings (pre-formatted SSE) as they are. */
 function sse(chunks: unknown[]): string {
@@ -108,66 +89,93 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */
   const abandon = (job: StoredJob) => void jobs.cancel(job.endpointId, job.id).catch(() => {});
 
-  /** Waits for the job's final state; null when the client went away first. */
-  async function settle(job: StoredJob, signal: AbortSignal): Promise<{ job: StoredJob | null } | null> {
-    for (;;) {
-      const now = await jobs.waitForFinal(job.endpointId, job.id, job.policy.ttl, signal);
-      if (!now || isFinal(now.status)) return { job: now };
-      if (signal.aborted) return null;
-    }
+  /** Chunks not yet relayed and the job, after waiting up to `ms` for either; null when the client went away. */
+  async function read(job: StoredJob, ms: number, signal: AbortSignal): Promise<Read | null> {
+    const r = await jobs.readStream(job.endpointId, job.id, ms, signal);
+    if (signal.aborted) return null;
+    return r ? { chunks: r.chunks, job: r.job } : { chunks: [], job: null };
   }
 
-  /** Waits for chunks not yet relayed, or the final state; null when the client went away. */
-  async function nextChunks(job: StoredJob, signal: AbortSignal): Promise<{ chunks: unknown[]; job: StoredJob | null } | null> {
-    for (;;) {
-      const r = await jobs.readStream(job.endpointId, job.id, job.policy.ttl, signal);
-      if (r && (r.chunks.length > 0 || isFinal(r.job.status))) return { chunks: r.chunks, job: r.job };
-      if (signal.aborted) return null;
-      if (!r) return { chunks: [], job: null };
-    }
+  /**
+   * The wait is over: cancels the job and returns the error to answer, or the job when it
+   * reached a final state first (it is then answered as usual).
+   */
+  async function giveUp(job: StoredJob, last: StoredJob, waitMs: number, streaming: boolean): Promise<OpenaiError | StoredJob> {
+    const now = await jobs.cancel(job.endpointId, job.id).catch(() => null);
+    if (now && isFinal(now.status) && now.status !== "CANCELLED") return now;
+    return notInTime(last.status, waitMs, streaming);
   }
 
   async function relay(c: Context<AppEnv>, openaiRoute: string, body?: Record<string, unknown>): Promise<Response> {
     const signal = c.req.raw.signal;
+    const waitMs = findEndpoint(deps.config, c.var.endpointId)!.openaiWaitMs;
+    const keepAliveMs = deps.config.server.sseKeepAliveMs;
+    const deadline = deps.clock.now() + waitMs;
     const job = await enqueue(c, body === undefined ? { openai_route: openaiRoute } : { openai_route: openaiRoute, openai_input: body });
     if (!body?.stream) {
-      const done = await settle(job, signal);
-      if (!done) {
+      let done = await jobs.waitForFinal(job.endpointId, job.id, waitMs, signal);
+      if (signal.aborted) {
         abandon(job);
         return c.body(null, 499 as never);
       }
-      if (done.job?.status !== "COMPLETED") throw jobFailure(done.job);
-      const output = done.job.output;
+      if (done && !isFinal(done.status)) {
+        const given = await giveUp(job, done, waitMs, false);
+        if (given instanceof OpenaiError) throw given;
+        done = given;
+      }
+      if (done?.status !== "COMPLETED") throw jobFailure(done);
+      const output = done.output;
       return c.json(withoutCost(Array.isArray(output) ? output[0] : output) as object);
     }
 
-    // The first chunks (or the end) come before the status line, so a job that fails at once
-    // is an HTTP error rather than a broken stream.
-    const first = await nextChunks(job, signal);
+    // Until the first keep-alive interval has passed the status line is not sent, so a job that
+    // fails at once (or a wait shorter than the interval) is an HTTP error, not a broken stream.
+    let first = await read(job, Math.min(keepAliveMs, waitMs), signal);
     if (!first) {
       abandon(job);
       return c.body(null, 499 as never);
     }
-    if (first.chunks.length === 0 && first.job?.status !== "COMPLETED") throw jobFailure(first.job);
+    if (!progressed(first) && deps.clock.now() >= deadline) {
+      const given = await giveUp(job, first.job!, waitMs, true);
+      if (given instanceof OpenaiError) throw given;
+      first = await read(given, 0, signal) ?? { chunks: [], job: given };
+    }
+    if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED") throw jobFailure(first.job);
+    if (!first.job) throw jobFailure(null);
     const encoder = new TextEncoder();
     const gone = new AbortController();
     // The stream counts as a request in flight (the concurrent rate limit) until it ends.
     const release = c.var.keepAdmission?.() ?? (async () => {});
     const stream = new ReadableStream<Uint8Array>({
       async start(controller) {
-        let read: Awaited<ReturnType<typeof nextChunks>> = first;
+        const send = (text: string) => controller.enqueue(encoder.encode(text));
+        const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
+        let r: Read | null = first;
+        let started = false;
         try {
-          while (read) {
-            if (read.chunks.length) controller.enqueue(encoder.encode(sse(read.chunks)));
-            if (!read.job || isFinal(read.job.status)) break;
-            read = await nextChunks(job, gone.signal);
+          while (r) {
+            if (r.chunks.length) {
+              send(sse(r.chunks));
+              started = true;
+            }
+            if (!r.job || isFinal(r.job.status)) break;
+            if (!r.chunks.length) send(started ? ": keepalive\n\n" : ": waiting for the first token\n\n");
+            const left = deadline - deps.clock.now();
+            if (!started && left <= 0) {
+              const given = await giveUp(job, r.job, waitMs, true);
+              if (given instanceof OpenaiError) {
+                fail(given);
+                controller.close();
+                return;
+              }
+              r = await read(given, 0, gone.signal);
+              continue;
+            }
+            r = await read(job, started ? keepAliveMs : Math.min(keepAliveMs, left), gone.signal);
           }
-          if (!read) return;
-          if (read.job?.status === "COMPLETED") controller.enqueue(encoder.encode("data: [DONE]\n\n"));
-          else {
-            const err = jobFailure(read.job);
-            controller.enqueue(encoder.encode(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`));
-          }
+          if (!r) return;
+          if (r.job?.status === "COMPLETED") send("data: [DONE]\n\n");
+          else fail(jobFailure(r.job));
           controller.close();
         } catch (err) {
           if (!gone.signal.aborted) controller.error(err);
@@ -184,14 +192,22 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     return new Response(stream, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" } });
   }
 
-  async function requestBody(c: Context<AppEnv>): Promise<Record<string, unknown>> {
+  /**
+   * The request body as an object. When the endpoint's input schema is unknown (outside workers),
+   * the least any worker needs is checked here, so that nothing no worker could answer is queued.
+   */
+  async function requestBody(c: Context<AppEnv>, least: z.ZodType): Promise<Record<string, unknown>> {
     const body = await readJson(c.req.raw);
     if (typeof body !== "object" || body === null || Array.isArray(body)) throw new OpenaiError(400, "the request body must be a JSON object");
+    if (!(await deps.inputSchemas?.get(c.var.endpointId))) {
+      const checked = least.safeParse(body);
+      if (!checked.success) throw invalid(checked.error);
+    }
     return body as Record<string, unknown>;
   }
 
-  app.post(`${BASE}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.chat, await requestBody(c)));
-  app.post(`${BASE}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.completions, await requestBody(c)));
+  app.post(`${BASE}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.chat, await requestBody(c, chatCompletionRequestSchema)));
+  app.post(`${BASE}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.completions, await requestBody(c, completionRequestSchema)));
   app.get(`${BASE}/models`, (c) => relay(c, ROUTES.models));
   app.all(`${BASE}/*`, (c) => {
     throw new OpenaiError(404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}; this interface has POST chat/completions, POST completions and GET models`);
