@@ -1,5 +1,4 @@
-import { DUTY_SCRIPTS } from "../../runtime/server/store/redis/redis-lua-duties.ts";
-import { JOB_SCRIPTS, PRELUDE } from "../../runtime/server/store/redis/redis-lua-jobs.ts";
+import { SCRIPT_SOURCES } from "../../runtime/server/store/redis/redis-store.ts";
 import { drain } from "./pipes.ts";
 import type { RedisProcess } from "./redis-process.ts";
 import type { Probe, Throughput } from "./queue-timing.ts";
@@ -8,7 +7,7 @@ const sha1 = (text: string) => new Bun.CryptoHasher("sha1").update(text).digest(
 
 /** Names Spool's and BullMQ's scripts by the SHA1 that EVALSHA sends (for the MONITOR breakdown). */
 async function scriptNames(): Promise<Map<string, string>> {
-  const names = new Map(Object.entries({ ...JOB_SCRIPTS, ...DUTY_SCRIPTS }).map(([name, src]) => [sha1(PRELUDE + src), name]));
+  const names = new Map(Object.entries(SCRIPT_SOURCES).map(([name, src]) => [sha1(src), name]));
   try {
     const bull = (await import("bullmq/dist/esm/scripts/index.js")) as Record<string, { name?: string; content?: string }>;
     for (const s of Object.values(bull)) if (s?.name && s.content) names.set(sha1(s.content), `bullmq ${s.name}`);

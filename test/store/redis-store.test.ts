@@ -1,6 +1,50 @@
+import { describe, expect, test } from "bun:test";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
+import { topics } from "../../runtime/server/store/store-events.ts";
+import type { NewJob } from "../../runtime/server/store/store.ts";
 import { redisUrl } from "../helpers/redis-server.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
+const prefix = () => `{t-${crypto.randomUUID().slice(0, 8)}}:`;
+const connect = async (p = prefix()) => RedisStore.connect(await redisUrl(), { retention: RETENTION }, p);
+
 // Each test gets its own key prefix on one real redis-server.
-runStoreSuite("redis", async () => RedisStore.connect(await redisUrl(), { retention: RETENTION }, `{t-${crypto.randomUUID().slice(0, 8)}}:`));
+runStoreSuite("redis", () => connect());
+
+const T0 = 1_790_000_000_000;
+const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+const newJob = (id: string, over: Partial<NewJob> = {}): NewJob => ({ id, endpointId: "ep", input: { id }, policy, sync: false, ...over });
+
+describe("redis store, several servers on one prefix", () => {
+  test("a batch claim on one server announces every job it took to the others", async () => {
+    const p = prefix();
+    const [a, b] = [await connect(p), await connect(p)];
+    try {
+      for (const id of ["j1", "j2", "j3"]) await a.enqueue(newJob(id), T0);
+      const heard = new Set<string>();
+      const offs = ["j1", "j2", "j3"].map((id) => b.events.on(topics.job(id), () => heard.add(id)));
+      expect((await a.claim("ep", "w", 3, T0)).map((j) => j.id)).toEqual(["j1", "j2", "j3"]);
+      for (let i = 0; i < 1_000 && heard.size < 3; i++) await Bun.sleep(1);
+      expect([...heard].sort()).toEqual(["j1", "j2", "j3"]);
+      offs.forEach((off) => off());
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("a released admission slot is free for the other servers once the releasing one flushes (at the latest when it closes)", async () => {
+    const p = prefix();
+    const [a, b] = [await connect(p), await connect(p)];
+    const limit = { requests: 100, concurrent: 1 };
+    try {
+      const held = await a.admitRequest("ep:run", limit, 10_000, T0);
+      expect(held.ok).toBe(true);
+      expect((await b.admitRequest("ep:run", limit, 10_000, T0)).ok).toBe(false);
+      if (held.ok) await held.release();
+      await a.close();
+      expect((await b.admitRequest("ep:run", limit, 10_000, T0)).ok).toBe(true);
+    } finally {
+      await b.close();
+    }
+  });
+});

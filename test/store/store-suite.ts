@@ -55,6 +55,20 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.enqueue(newJob("y", { endpointId: "other" }), T0 + 10, 2)).status).toBe("IN_QUEUE");
     }));
 
+    test("queue position counts lowPriority jobs ahead and leaves expired ones out", withStore(async (s) => {
+      await s.enqueue(newJob("gone", { policy: { ...policy, ttl: 10 } }), T0);
+      await s.enqueue(newJob("a"), T0);
+      await s.enqueue(newJob("low", { policy: { ...policy, lowPriority: true } }), T0);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0);
+      await s.enqueue(newJob("c"), T0);
+      const at = (id: string, ep = "ep") => s.queuePosition(ep, id, T0 + 20);
+      expect([await at("a"), await at("low"), await at("c"), await at("x", "other")]).toEqual([0, 1, 2, 0]);
+      expect(await at("gone")).toBeNull();
+      expect(await at("c", "other")).toBeNull();
+      await s.claim("ep", "w", 1, T0 + 20);
+      expect([await at("a"), await at("low"), await at("c")]).toEqual([null, 0, 1]);
+    }));
+
     test("progress, stream chunks read once each, and finish with final chunks only when nothing streamed", withStore(async (s) => {
       for (const id of ["s", "p"]) await s.enqueue(newJob(id), T0);
       await s.claim("ep", "w", 2, T0);

@@ -23,27 +23,33 @@ return {count('COMPLETED'), count('FAILED') + count('TIMED_OUT'), count('IN_PROG
   /** ARGV5 endpoint, ARGV6 loss timeout. */
   scaling: `
 local ep = ARGV[5]
-local queued, low, oldest = 0, 0, nil
-for _, id in ipairs(redis.call('ZRANGE', P .. 'q:' .. ep, 0, -1)) do
-  local j = job(id)
-  if live(j) and j.status == 'IN_QUEUE' then
-    if j.low == '1' then low = low + 1 else
-      queued = queued + 1
-      local q = tonumber(j.queued)
-      if oldest == nil or q < oldest then oldest = q end
-    end
+local live_ = '(' .. n(now)
+local low = redis.call('ZCOUNT', st(ep, 'LOW'), live_, '+inf')
+local queued = redis.call('ZCOUNT', st(ep, 'IN_QUEUE'), live_, '+inf') - low
+-- The oldest normal job is the first live one from the queue's head (queue order is submission
+-- order; a lost worker's job keeps its place): walk past low-priority and expired ones only.
+local oldest = nil
+local from = 0
+while oldest == nil and queued > 0 do
+  local ids = redis.call('ZRANGE', P .. 'q:' .. ep, from, from + 99)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local h = redis.call('HMGET', jk(id), 'status', 'expires', 'low', 'queued')
+    if h[1] == 'IN_QUEUE' and tonumber(h[2]) > now and h[3] ~= '1' then oldest = tonumber(h[4]); break end
   end
+  from = from + 100
 end
 local workers = {}
 for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '(' .. n(now - tonumber(ARGV[6])), '+inf')) do
-  local h = redis.call('HMGET', P .. 'w:' .. w, 'ep', 'unhealthy', 'active')
+  local h = redis.call('HMGET', P .. 'w:' .. w, 'ep', 'unhealthy')
   if h[1] == ep then
     local running = 0
     for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. w)) do
       local j = job(id)
       if live(j) and j.status == 'IN_PROGRESS' then running = running + 1 end
     end
-    table.insert(workers, {id = w, running = running, unhealthy = h[2] ~= false, lastActive = h[3] and tonumber(h[3]) or nil})
+    local active = redis.call('ZSCORE', P .. 'wact', w)
+    table.insert(workers, {id = w, running = running, unhealthy = h[2] ~= false, lastActive = active and tonumber(active) or nil})
   end
 end
 return cjson.encode({queued = queued, queuedLowPriority = low, oldestQueuedAt = oldest,
@@ -121,7 +127,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'run', '-inf', now, 'LIMIT'
   local j = job(id)
   if j ~= nil and j.status == 'IN_PROGRESS' then
     unrun(j); stop(j)
-    ended(id, 'TIMED_OUT', {'error', cjson.encode('execution timeout of ' .. j.timeout .. ' ms exceeded')}, j)
+    ended(j, 'TIMED_OUT', {'error', cjson.encode('execution timeout of ' .. j.timeout .. ' ms exceeded')})
     table.insert(report.timedOut, {jobId = id, workerId = j.worker})
   else
     redis.call('ZREM', P .. 'run', id)
@@ -137,6 +143,7 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'wseen', '-inf', now - tonum
   end
   redis.call('DEL', P .. 'w:' .. w, P .. 'wjobs:' .. w, P .. 'stops:' .. w)
   redis.call('ZREM', P .. 'wseen', w)
+  redis.call('ZREM', P .. 'wact', w)
 end
 return cjson.encode(report)`,
 
@@ -148,22 +155,38 @@ if cur and cur ~= ARGV[6] then return 0 end
 redis.call('SET', k, ARGV[6], 'PX', ARGV[7])
 return 1`,
 
-  /** ARGV5 bucket, ARGV6 requests, ARGV7 concurrent or '', ARGV8 window ms, ARGV9 request id. */
+  /**
+   * ARGV5 bucket, ARGV6 requests, ARGV7 concurrent or '', ARGV8 window ms, ARGV9 request id,
+   * ARGV10 JSON array of this server's released request ids not yet removed, or ''.
+   */
   admit: `
 local window = tonumber(ARGV[8])
 local start = now - (now % window)
 local wk = P .. 'rl:' .. ARGV[5] .. ':' .. n(start)
-if tonumber(redis.call('GET', wk) or '0') >= tonumber(ARGV[6]) then
+local ck = P .. 'rc:' .. ARGV[5]
+if ARGV[10] ~= '' then
+  local released = cjson.decode(ARGV[10])
+  for i = 1, #released, 1000 do redis.call('ZREM', ck, unpack(released, i, math.min(i + 999, #released))) end
+end
+-- Counted first, taken back on a refusal (a refused request is not counted).
+local used = redis.call('INCR', wk)
+if used == 1 then redis.call('PEXPIRE', wk, window * 2) end
+if used > tonumber(ARGV[6]) then
+  redis.call('DECR', wk)
   return {0, 'window', math.max(1, math.ceil((start + window - now) / 1000))}
 end
-local ck = P .. 'rc:' .. ARGV[5]
 if ARGV[7] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', ck, '-inf', now - 600000)
-  if redis.call('ZCARD', ck) >= tonumber(ARGV[7]) then return {0, 'concurrent', 1} end
+  local limit = tonumber(ARGV[7])
+  if redis.call('ZCARD', ck) >= limit then
+    -- Slots of a server that died without releasing them are freed after ten minutes.
+    redis.call('ZREMRANGEBYSCORE', ck, '-inf', now - 600000)
+    if redis.call('ZCARD', ck) >= limit then
+      redis.call('DECR', wk)
+      return {0, 'concurrent', 1}
+    end
+  end
   redis.call('ZADD', ck, now, ARGV[9])
 end
-redis.call('INCR', wk)
-redis.call('PEXPIRE', wk, window * 2)
 return {1}`,
 
   /** ARGV5 lease ms, ARGV6 limit. Returns [id, url, job, attempts] per due call, leased. */

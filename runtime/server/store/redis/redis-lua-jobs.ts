@@ -16,21 +16,39 @@ local function job(id)
   return t
 end
 local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end
-local function pub(topic) redis.call('PUBLISH', P .. 'events', topic) end
+-- Topics are collected and published once when the script ends (one message, a JSON array when several).
+local topics = {}
+local function pub(topic) topics[#topics + 1] = topic end
 local function st(ep, status) return P .. 'st:' .. ep .. ':' .. status end
-local function setStatus(j, new, expires)
+-- Writes fields (name, value, ...) to the job's hash and to the table j, in one HSET.
+local function put(j, fields)
+  redis.call('HSET', jk(j.id), unpack(fields))
+  for i = 1, #fields, 2 do j[fields[i]] = fields[i + 1] end
+end
+-- Deletes the named fields the job has (none: no command).
+local function drop(j, names)
+  local present = {}
+  for _, f in ipairs(names) do if j[f] ~= nil then present[#present + 1] = f; j[f] = nil end end
+  if #present > 0 then redis.call('HDEL', jk(j.id), unpack(present)) end
+end
+-- The status and expiry indexes, then the hash with \`fields\`; exp is written only when the expiry moves.
+local function setStatus(j, new, expires, fields)
+  local e = n(expires)
   redis.call('ZREM', st(j.ep, j.status), j.id)
   redis.call('ZADD', st(j.ep, new), expires, j.id)
-  redis.call('HSET', jk(j.id), 'status', new, 'expires', n(expires))
-  redis.call('ZADD', P .. 'exp', expires, j.id)
-  j.status = new
-  j.expires = n(expires)
+  if j.low == '1' then
+    if new == 'IN_QUEUE' then redis.call('ZADD', st(j.ep, 'LOW'), expires, j.id)
+    elseif j.status == 'IN_QUEUE' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
+  end
+  if e ~= j.expires then redis.call('ZADD', P .. 'exp', expires, j.id) end
+  local f = {'status', new, 'expires', e}
+  for _, v in ipairs(fields or {}) do f[#f + 1] = v end
+  put(j, f)
 end
 local function retention(j) if j.sync == '1' then return tonumber(ARGV[2]) end return tonumber(ARGV[3]) end
-local function owe(id)
-  local j = job(id)
+local function owe(j)
   if j.webhook and j.webhook ~= '' then
-    local d = id .. ':' .. redis.call('INCR', P .. 'dlseq')
+    local d = j.id .. ':' .. redis.call('INCR', P .. 'dlseq')
     redis.call('HSET', P .. 'dl:' .. d, 'url', j.webhook, 'job', cjson.encode(j), 'attempts', 0)
     redis.call('ZADD', P .. 'dl', now, d)
     pub('webhooks')
@@ -42,6 +60,10 @@ local function stop(j)
     pub('stop:' .. j.worker)
   end
 end
+-- RPUSH of many values, in slices (unpack has a stack limit).
+local function rpush(key, list)
+  for i = 1, #list, 1000 do redis.call('RPUSH', key, unpack(list, i, math.min(i + 999, #list))) end
+end
 local function unrun(j)
   redis.call('ZREM', P .. 'run', j.id)
   if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'wjobs:' .. j.worker, j.id) end
@@ -52,33 +74,48 @@ local function remove(j)
   redis.call('ZREM', P .. 'exp', j.id)
   redis.call('ZREM', P .. 'list:' .. j.ep, j.id)
   redis.call('ZREM', st(j.ep, j.status), j.id)
+  if j.low == '1' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
   unrun(j)
 end
-local function ended(id, status, fields, j)
-  redis.call('HSET', jk(id), 'completed', n(now), unpack(fields or {}))
-  redis.call('HDEL', jk(id), 'deadline', 'progress')
-  setStatus(j, status, now + retention(j))
-  owe(id)
-  pub('job:' .. id)
+-- A final state. worker and deadline stay in the hash (read only while IN_PROGRESS), saving a write.
+local function ended(j, status, fields)
+  drop(j, {'progress'})
+  fields = fields or {}
+  fields[#fields + 1] = 'completed'; fields[#fields + 1] = n(now)
+  setStatus(j, status, now + retention(j), fields)
+  owe(j)
+  pub('job:' .. j.id)
 end
 -- The worker-loss rule for one job: re-queued the first time, FAILED the second.
 local function lose(j, w, why)
   unrun(j)
   if tonumber(j.losses) == 0 then
-    redis.call('HSET', jk(j.id), 'losses', '1')
-    redis.call('HDEL', jk(j.id), 'worker', 'started', 'deadline', 'progress')
-    setStatus(j, 'IN_QUEUE', tonumber(j.expires))
+    drop(j, {'worker', 'started', 'deadline', 'progress'})
+    setStatus(j, 'IN_QUEUE', tonumber(j.expires), {'losses', '1'})
     redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
     pub('queue:' .. j.ep); pub('job:' .. j.id)
     return 'requeued'
   end
-  ended(j.id, 'FAILED', {'error', cjson.encode('worker ' .. w .. ' was lost while running the job (' .. why .. '), twice')}, j)
+  ended(j, 'FAILED', {'error', cjson.encode('worker ' .. w .. ' was lost while running the job (' .. why .. '), twice')})
   return 'lost'
 end
+local function script()
+`;
+
+/** Closes the script function PRELUDE opened: runs it, then publishes what it collected. */
+export const EPILOGUE = `
+end
+local result = script()
+if #topics == 1 then redis.call('PUBLISH', P .. 'events', topics[1])
+elseif #topics > 1 then redis.call('PUBLISH', P .. 'events', cjson.encode(topics)) end
+return result
 `;
 
 export const JOB_SCRIPTS = {
-  /** ARGV5: JSON object of the job's fields (strings), ARGV6: most jobs queued to accept one more, or ''. Returns job JSON, or {depth} when full. */
+  /**
+   * ARGV5: JSON object of the job's fields (strings), ARGV6: most jobs queued to accept one more,
+   * or ''. Returns the job's seq (the caller knows every other field), or {depth} when full.
+   */
   enqueue: `
 local f = cjson.decode(ARGV[5])
 if ARGV[6] ~= '' then
@@ -86,43 +123,47 @@ if ARGV[6] ~= '' then
   if depth > tonumber(ARGV[6]) then return {depth} end
 end
 if redis.call('EXISTS', jk(f.id)) == 1 then return redis.error_reply('duplicate job id ' .. f.id) end
-f.seq = n(redis.call('INCR', P .. 'seq'))
-f.rid = n(redis.call('INCR', P .. 'rid'))
+-- One counter gives both the queue order (seq, renewed by a retry) and the listing order (rid).
+local seq = n(redis.call('INCR', P .. 'seq'))
+f.seq = seq; f.rid = seq
 f.status = 'IN_QUEUE'; f.created = n(now); f.queued = n(now)
 f.losses = '0'; f.retries = '0'; f.chunks = '0'; f.read = '0'
 local expires = now + tonumber(f.ttl)
 f.expires = n(expires)
 local args = {}
-for k, v in pairs(f) do table.insert(args, k); table.insert(args, v) end
+for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
 redis.call('HSET', jk(f.id), unpack(args))
-redis.call('ZADD', P .. 'q:' .. f.ep, f.seq, f.id)
+redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
 redis.call('ZADD', P .. 'exp', expires, f.id)
-redis.call('ZADD', P .. 'list:' .. f.ep, f.rid, f.id)
+redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
 redis.call('ZADD', st(f.ep, 'IN_QUEUE'), expires, f.id)
-pub('queue:' .. f.ep); pub('job:' .. f.id)
-return cjson.encode(job(f.id))`,
+-- Low-priority queued jobs have an index of their own: the scaler counts them apart.
+if f.low == '1' then redis.call('ZADD', st(f.ep, 'LOW'), expires, f.id) end
+pub('queue:' .. f.ep)
+return seq`,
 
-  /** ARGV5 endpoint, ARGV6 worker, ARGV7 max. */
+  /** ARGV5 endpoint, ARGV6 worker, ARGV7 max. Pops from the queue's head; expired or stale entries popped are the sweep's. */
   claim: `
 local ep, w, max = ARGV[5], ARGV[6], tonumber(ARGV[7])
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', P .. 'q:' .. ep, 0, max * 4 + 16)) do
-  if #out >= max then break end
-  local j = job(id)
-  if j == nil or j.status ~= 'IN_QUEUE' then
-    redis.call('ZREM', P .. 'q:' .. ep, id)
-  elseif tonumber(j.expires) > now then
-    local deadline = now + tonumber(j.timeout)
-    redis.call('ZREM', P .. 'q:' .. ep, id)
-    redis.call('HSET', jk(id), 'started', n(now), 'worker', w, 'deadline', n(deadline))
-    setStatus(j, 'IN_PROGRESS', tonumber(j.expires))
-    redis.call('ZADD', P .. 'run', deadline, id)
-    redis.call('SADD', P .. 'wjobs:' .. w, id)
-    pub('job:' .. id)
-    table.insert(out, cjson.encode(job(id)))
+local q = P .. 'q:' .. ep
+local out, popped = {}, 0
+while #out < max and popped < max * 4 + 64 do
+  local ids = redis.call('ZPOPMIN', q, max - #out)
+  if #ids == 0 then break end
+  for i = 1, #ids, 2 do
+    popped = popped + 1
+    local j = job(ids[i])
+    if j ~= nil and j.status == 'IN_QUEUE' and tonumber(j.expires) > now then
+      local deadline = now + tonumber(j.timeout)
+      setStatus(j, 'IN_PROGRESS', tonumber(j.expires), {'started', n(now), 'worker', w, 'deadline', n(deadline)})
+      redis.call('ZADD', P .. 'run', deadline, j.id)
+      redis.call('SADD', P .. 'wjobs:' .. w, j.id)
+      pub('job:' .. j.id)
+      out[#out + 1] = cjson.encode(j)
+    end
   end
 end
-if #out > 0 and redis.call('EXISTS', P .. 'w:' .. w) == 1 then redis.call('HSET', P .. 'w:' .. w, 'active', n(now)) end
+if #out > 0 then redis.call('ZADD', P .. 'wact', now, w) end
 return out`,
 
   /** ARGV5 worker, ARGV6 job, ARGV7 progress JSON. */
@@ -138,8 +179,10 @@ return 1`,
 local j = job(ARGV[6])
 if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= ARGV[5] then return 0 end
 local chunks = cjson.decode(ARGV[7])
-for _, c in ipairs(chunks) do redis.call('RPUSH', P .. 'ch:' .. j.id, c) end
-redis.call('HINCRBY', jk(j.id), 'chunks', #chunks)
+if #chunks > 0 then
+  rpush(P .. 'ch:' .. j.id, chunks)
+  redis.call('HINCRBY', jk(j.id), 'chunks', #chunks)
+end
 pub('job:' .. j.id)
 return 1`,
 
@@ -148,7 +191,8 @@ return 1`,
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
 local read = tonumber(j.read)
-local chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, read, -1)
+local chunks = {}
+if tonumber(j.chunks) > read then chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, read, -1) end
 if #chunks > 0 then redis.call('HSET', jk(j.id), 'read', n(read + #chunks)) end
 table.insert(chunks, 1, cjson.encode(j))
 return chunks`,
@@ -171,21 +215,21 @@ local finalChunks = cjson.decode(ARGV[9])
 if ARGV[10] ~= '' and not tonumber(ARGV[10]) then return redis.error_reply('cost is not a number') end
 local failed = ARGV[7] == 'error'
 unrun(j)
-redis.call('HDEL', jk(id), 'output', 'error')
-if ARGV[8] ~= '' then redis.call('HSET', jk(id), ARGV[7], ARGV[8]) end
-if tonumber(j.chunks) == 0 then
-  for _, c in ipairs(finalChunks) do redis.call('RPUSH', P .. 'ch:' .. id, c) end
-  redis.call('HSET', jk(id), 'chunks', #finalChunks)
+drop(j, {'output', 'error'})
+local fields = {}
+if ARGV[8] ~= '' then fields = {ARGV[7], ARGV[8]} end
+if tonumber(j.chunks) == 0 and #finalChunks > 0 then
+  rpush(P .. 'ch:' .. id, finalChunks)
+  fields[#fields + 1] = 'chunks'; fields[#fields + 1] = tostring(#finalChunks)
 end
-redis.call('SREM', P .. 'stops:' .. w, id)
-if redis.call('EXISTS', P .. 'w:' .. w) == 1 then redis.call('HSET', P .. 'w:' .. w, 'active', n(now)) end
+redis.call('ZADD', P .. 'wact', now, w)
 if not failed and ARGV[10] ~= '' and j.key and j.key ~= '' then
   local uk = j.key .. '\\n' .. j.ep
   redis.call('HINCRBY', P .. 'usage:jobs', uk, 1)
   redis.call('HINCRBY', P .. 'usage:cost', uk, ARGV[10])
 end
-ended(id, failed and 'FAILED' or 'COMPLETED', nil, j)
-return cjson.encode(job(id))`,
+ended(j, failed and 'FAILED' or 'COMPLETED', fields)
+return cjson.encode(j)`,
 
   /** ARGV5 endpoint, ARGV6 job. */
   cancel: `
@@ -193,8 +237,8 @@ local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
 if j.status ~= 'IN_QUEUE' and j.status ~= 'IN_PROGRESS' then return cjson.encode(j) end
 if j.status == 'IN_QUEUE' then redis.call('ZREM', P .. 'q:' .. j.ep, j.id) else unrun(j); stop(j) end
-ended(j.id, 'CANCELLED', nil, j)
-return cjson.encode(job(j.id))`,
+ended(j, 'CANCELLED')
+return cjson.encode(j)`,
 
   /** ARGV5 endpoint, ARGV6 job. Returns job JSON, 'not-found' or 'conflict:<status>'. */
   retry: `
@@ -204,14 +248,13 @@ if j.status ~= 'FAILED' and j.status ~= 'TIMED_OUT' then return 'conflict:' .. j
 redis.call('DEL', P .. 'ch:' .. j.id)
 -- A stop owed to the earlier run (its timeout) must not cancel the new one.
 if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'stops:' .. j.worker, j.id) end
-redis.call('HDEL', jk(j.id), 'started', 'completed', 'deadline', 'worker', 'output', 'error', 'progress')
+drop(j, {'started', 'completed', 'deadline', 'worker', 'output', 'error', 'progress'})
 local seq = n(redis.call('INCR', P .. 'seq'))
-redis.call('HSET', jk(j.id), 'seq', seq, 'queued', n(now), 'losses', '0', 'retries', n(tonumber(j.retries) + 1), 'chunks', '0', 'read', '0')
-setStatus(j, 'IN_QUEUE', now + tonumber(j.ttl))
+setStatus(j, 'IN_QUEUE', now + tonumber(j.ttl), {'seq', seq, 'queued', n(now), 'losses', '0', 'retries', n(tonumber(j.retries) + 1), 'chunks', '0', 'read', '0'})
 redis.call('ZADD', P .. 'q:' .. j.ep, seq, j.id)
 redis.call('HINCRBY', P .. 'ctr:' .. j.ep, 'retried', 1)
 pub('queue:' .. j.ep); pub('job:' .. j.id)
-return cjson.encode(job(j.id))`,
+return cjson.encode(j)`,
 
   /** ARGV5 endpoint. */
   purge: `
@@ -235,5 +278,25 @@ local e = tonumber(ARGV[7])
 redis.call('HSET', jk(j.id), 'expires', n(e))
 redis.call('ZADD', P .. 'exp', e, j.id)
 redis.call('ZADD', st(j.ep, j.status), e, j.id)
-return cjson.encode(job(j.id))`,
+if j.low == '1' and j.status == 'IN_QUEUE' then redis.call('ZADD', st(j.ep, 'LOW'), e, j.id) end
+j.expires = n(e)
+return cjson.encode(j)`,
+
+  /**
+   * ARGV5 endpoint, ARGV6 job. How many live queued jobs of the endpoint are taken before it, or
+   * -1 unless it is queued: its rank in the queue less the expired ones ahead the sweep has not
+   * removed yet (found through the expiry index, so as many as expired since the last sweep).
+   */
+  position: `
+local j = job(ARGV[6])
+if not live(j, ARGV[5]) or j.status ~= 'IN_QUEUE' then return -1 end
+local q = P .. 'q:' .. j.ep
+local rank = redis.call('ZRANK', q, j.id)
+if not rank then return -1 end
+local seq = tonumber(redis.call('ZSCORE', q, j.id))
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', st(j.ep, 'IN_QUEUE'), '-inf', now)) do
+  local s = redis.call('ZSCORE', q, id)
+  if s and tonumber(s) < seq then rank = rank - 1 end
+end
+return rank`,
 };

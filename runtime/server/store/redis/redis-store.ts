@@ -8,11 +8,18 @@ import type {
 } from "../store.ts";
 import { QueueFullError } from "../store.ts";
 import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
-import { JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
+import { EPILOGUE, JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
 
 type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
-const SOURCES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
+const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
 const SWEEP_BATCH = 500;
+/** How long a released admission slot may wait to ride along with the next admission before it is removed on its own. */
+const RELEASE_FLUSH_MS = 20;
+
+/** The Lua source EVALSHA runs for each script (what SCRIPT LOAD is sent). */
+export const SCRIPT_SOURCES = Object.fromEntries(
+  Object.entries(BODIES).map(([name, body]) => [name, PRELUDE + body + EPILOGUE]),
+) as Record<ScriptName, string>;
 
 /** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
 function costE10(cost: number | undefined): string {
@@ -42,7 +49,8 @@ function toJob(h: Record<string, string>): StoredJob {
     startedAt: num(h.started),
     completedAt: num(h.completed),
     expiresAt: Number(h.expires),
-    deadline: num(h.deadline),
+    // A final state leaves the deadline in the hash (one write less): it means something only while running.
+    deadline: h.status === "IN_PROGRESS" ? num(h.deadline) : undefined,
     workerId: opt(h.worker),
     output: json(h.output),
     error: json(h.error),
@@ -65,6 +73,11 @@ class RedisEvents implements StoreEvents {
   emit(topic: string): void {
     void this.client.send("PUBLISH", [this.channel, topic]);
   }
+  /** A message is one topic, or a JSON array of the topics one script announced. */
+  receive(message: string): void {
+    if (!message.startsWith("[")) return this.local.emit(message);
+    for (const topic of JSON.parse(message) as string[]) this.local.emit(topic);
+  }
 }
 
 /**
@@ -79,6 +92,9 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #retention: StoreOptions["retention"];
   readonly #shas = new Map<ScriptName, string>();
+  /** Admission slots released here and not yet removed in Redis, by bucket. */
+  readonly #released = new Map<string, string[]>();
+  #releaseTimer: ReturnType<typeof setTimeout> | undefined;
 
   private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
     this.#client = client;
@@ -94,7 +110,7 @@ export class RedisStore implements Store {
     await client.connect();
     const subscriber = await client.duplicate();
     const store = new RedisStore(client, subscriber, prefix, options);
-    await subscriber.subscribe(`${prefix}events`, (topic) => store.events.local.emit(topic));
+    await subscriber.subscribe(`${prefix}events`, (message) => store.events.receive(message));
     return store;
   }
 
@@ -103,7 +119,7 @@ export class RedisStore implements Store {
     let sha = this.#shas.get(name);
     for (let attempt = 0; ; attempt++) {
       if (!sha) {
-        sha = (await this.#client.send("SCRIPT", ["LOAD", PRELUDE + SOURCES[name]])) as string;
+        sha = (await this.#client.send("SCRIPT", ["LOAD", SCRIPT_SOURCES[name]])) as string;
         this.#shas.set(name, sha);
       }
       try {
@@ -138,7 +154,23 @@ export class RedisStore implements Store {
     if (job.keyId) fields.key = job.keyId;
     const r = await this.#run("enqueue", [now, JSON.stringify(fields), maxQueued ?? ""]);
     if (Array.isArray(r)) throw new QueueFullError(Number(r[0]));
-    return toJob(JSON.parse(r));
+    // The script answers only the order it gave the job: every other field is known here.
+    return {
+      id: job.id,
+      endpointId: job.endpointId,
+      status: "IN_QUEUE",
+      input: job.input,
+      webhook: job.webhook || undefined,
+      policy: job.policy,
+      s3Config: job.s3Config,
+      sync: job.sync,
+      keyId: job.keyId || undefined,
+      createdAt: now,
+      queuedAt: now,
+      expiresAt: now + job.policy.ttl,
+      losses: 0,
+      retries: 0,
+    };
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
@@ -204,6 +236,12 @@ export class RedisStore implements Store {
     if (r === "not-found") return { kind: "not-found" };
     if (r.startsWith("conflict:")) return { kind: "conflict", status: r.slice("conflict:".length) as JobStatus };
     return { kind: "retried", job: toJob(JSON.parse(r)) };
+  }
+
+  /** How many queued jobs of the endpoint are taken before this one; null unless it is queued. O(log n). */
+  async queuePosition(endpointId: string, jobId: string, now: number): Promise<number | null> {
+    const r = Number(await this.#run("position", [now, endpointId, jobId]));
+    return r < 0 ? null : r;
   }
 
   async purgeQueue(endpointId: string, now: number): Promise<number> {
@@ -305,15 +343,45 @@ export class RedisStore implements Store {
 
   async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
     const requestId = crypto.randomUUID();
-    const r = (await this.#run("admit", [now, bucket, limit.requests, limit.concurrent ?? "", windowMs, requestId])) as [number, string?, number?];
+    // Slots this server released since its last admission on the bucket are removed in the same step.
+    const released = this.#released.get(bucket);
+    this.#released.delete(bucket);
+    let r: [number, string?, number?];
+    try {
+      r = await this.#run("admit", [now, bucket, limit.requests, limit.concurrent ?? "", windowMs, requestId, released ? JSON.stringify(released) : ""]);
+    } catch (err) {
+      if (released) this.#release(bucket, released);
+      throw err;
+    }
     if (r[0] !== 1) return { ok: false, why: r[1] as "window" | "concurrent", retryAfterSeconds: r[2]! };
-    const key = `${this.#prefix}rc:${bucket}`;
+    let done = false;
     return {
       ok: true,
       release: async () => {
-        if (limit.concurrent !== undefined) await this.#client.send("ZREM", [key, requestId]);
+        if (limit.concurrent === undefined || done) return;
+        done = true;
+        this.#release(bucket, [requestId]);
       },
     };
+  }
+
+  /**
+   * Notes released admission slots; the next admission on the bucket removes them (no round trip
+   * of its own), or a flush does within RELEASE_FLUSH_MS. This server's own next admission always
+   * sees them released; other servers may see a slot held that much longer.
+   */
+  #release(bucket: string, ids: string[]): void {
+    const pending = this.#released.get(bucket);
+    if (pending) pending.push(...ids);
+    else this.#released.set(bucket, ids);
+    this.#releaseTimer ??= setTimeout(() => void this.#flushReleased(), RELEASE_FLUSH_MS);
+  }
+
+  async #flushReleased(): Promise<void> {
+    this.#releaseTimer = undefined;
+    const all = [...this.#released];
+    this.#released.clear();
+    await Promise.all(all.map(([bucket, ids]) => this.#client.send("ZREM", [`${this.#prefix}rc:${bucket}`, ...ids]).catch(() => {})));
   }
 
   async tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean> {
@@ -340,6 +408,8 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.#releaseTimer);
+    await this.#flushReleased();
     this.#subscriber.close();
     this.#client.close();
   }
