@@ -308,11 +308,6 @@ export class RedisStore implements Store {
     return Number(await this.#client.send("ZCOUNT", [`${this.#prefix}st:${endpointId}:IN_QUEUE`, `(${now}`, "+inf"]));
   }
 
-  async queuePosition(endpointId: string, jobId: string): Promise<number | null> {
-    const rank = await this.#client.send("ZRANK", [`${this.#prefix}q:${endpointId}`, jobId]);
-    return rank === null ? null : Number(rank);
-  }
-
   async usage(): Promise<UsageRow[]> {
     const jobs = await this.#hash("usage:jobs");
     const costs = await this.#hash("usage:cost");
