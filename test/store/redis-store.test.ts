@@ -47,4 +47,67 @@ describe("redis store, several servers on one prefix", () => {
       await b.close();
     }
   });
+
+  test("admission across servers: a burst on two servers admits exactly the window's limit, never more", async () => {
+    const p = prefix();
+    const [a, b] = [await connect(p), await connect(p)];
+    const limit = { requests: 200 };
+    try {
+      let admitted = 0;
+      const open = new Set([a, b]);
+      // Both servers admit in turn until each is refused: whatever one reserved and left, it uses itself.
+      for (let i = 0; open.size > 0 && i < 1_000; i++) {
+        for (const s of [...open]) {
+          if ((await s.admitRequest("ep:run", limit, 10_000, T0 + i)).ok) admitted++;
+          else open.delete(s);
+        }
+      }
+      expect(admitted).toBe(200);
+      expect((await a.admitRequest("ep:run", limit, 10_000, T0 + 10_000)).ok).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("admission across servers: concurrent slots held on two servers never pass the limit; released ones serve again", async () => {
+    const p = prefix();
+    const [a, b] = [await connect(p), await connect(p)];
+    const limit = { requests: 1_000, concurrent: 16 };
+    try {
+      const held: { server: RedisStore; release: () => Promise<void> }[] = [];
+      const open = new Set([a, b]);
+      for (let i = 0; open.size > 0 && i < 100; i++) {
+        for (const s of [...open]) {
+          const r = await s.admitRequest("ep:run", limit, 10_000, T0 + i);
+          if (r.ok) held.push({ server: s, release: r.release });
+          else open.delete(s);
+        }
+      }
+      expect(held.length).toBe(16);
+      const onA = held.filter((h) => h.server === a);
+      expect(onA.length).toBeGreaterThan(0);
+      for (const h of onA) await h.release();
+      // The releasing server admits again at once; the others once it gave the slots back.
+      expect((await a.admitRequest("ep:run", limit, 10_000, T0 + 200)).ok).toBe(true);
+      expect((await b.admitRequest("ep:run", limit, 10_000, T0 + 200)).ok).toBe(false);
+      await a.close();
+      expect((await b.admitRequest("ep:run", limit, 10_000, T0 + 200)).ok).toBe(true);
+    } finally {
+      await b.close();
+    }
+  });
+
+  test("admission: requests arriving together while a server asks Redis for more are all admitted while the limits allow", async () => {
+    const s = await connect();
+    const limit = { requests: 10, concurrent: 16 };
+    try {
+      const first = await s.admitRequest("ep:run", limit, 10_000, T0);
+      if (first.ok) await first.release();
+      // One slot is held free and no token: both ask Redis for a token, and the one resumed second finds the slot gone.
+      const both = await Promise.all([s.admitRequest("ep:run", limit, 10_000, T0 + 100), s.admitRequest("ep:run", limit, 10_000, T0 + 100)]);
+      expect(both.map((a) => a.ok)).toEqual([true, true]);
+    } finally {
+      await s.close();
+    }
+  });
 });

@@ -156,38 +156,45 @@ redis.call('SET', k, ARGV[6], 'PX', ARGV[7])
 return 1`,
 
   /**
-   * ARGV5 bucket, ARGV6 requests, ARGV7 concurrent or '', ARGV8 window ms, ARGV9 request id,
-   * ARGV10 JSON array of this server's released request ids not yet removed, or ''.
+   * Reserves admissions for one server: ARGV5 bucket, ARGV6 requests per window, ARGV7
+   * concurrent limit or '', ARGV8 window ms, ARGV9 window tokens wanted, ARGV10... ids of the
+   * concurrent slots wanted. Returns {tokens granted, slots granted (the first ids), Retry-After s};
+   * nothing is granted past a limit, and no slot when no token is.
    */
-  admit: `
+  reserve: `
 local window = tonumber(ARGV[8])
 local start = now - (now % window)
-local wk = P .. 'rl:' .. ARGV[5] .. ':' .. n(start)
-local ck = P .. 'rc:' .. ARGV[5]
-if ARGV[10] ~= '' then
-  local released = cjson.decode(ARGV[10])
-  for i = 1, #released, 1000 do redis.call('ZREM', ck, unpack(released, i, math.min(i + 999, #released))) end
+local retry = math.max(1, math.ceil((start + window - now) / 1000))
+local want = tonumber(ARGV[9])
+local tokens = 0
+if want > 0 then
+  local wk = P .. 'rl:' .. ARGV[5] .. ':' .. n(start)
+  local used = redis.call('INCRBY', wk, want)
+  if used == want then redis.call('PEXPIRE', wk, window * 2) end
+  local over = math.min(want, math.max(0, used - tonumber(ARGV[6])))
+  if over > 0 then redis.call('DECRBY', wk, over) end
+  tokens = want - over
+  if tokens == 0 then return {0, 0, retry} end
 end
--- Counted first, taken back on a refusal (a refused request is not counted).
-local used = redis.call('INCR', wk)
-if used == 1 then redis.call('PEXPIRE', wk, window * 2) end
-if used > tonumber(ARGV[6]) then
-  redis.call('DECR', wk)
-  return {0, 'window', math.max(1, math.ceil((start + window - now) / 1000))}
-end
-if ARGV[7] ~= '' then
+local slots = 0
+local ids = #ARGV - 9
+if ids > 0 then
+  local ck = P .. 'rc:' .. ARGV[5]
   local limit = tonumber(ARGV[7])
-  if redis.call('ZCARD', ck) >= limit then
-    -- Slots of a server that died without releasing them are freed after ten minutes.
+  local held = redis.call('ZCARD', ck)
+  if held + ids > limit then
+    -- Slots of a server that died without giving them back are freed after ten minutes.
     redis.call('ZREMRANGEBYSCORE', ck, '-inf', now - 600000)
-    if redis.call('ZCARD', ck) >= limit then
-      redis.call('DECR', wk)
-      return {0, 'concurrent', 1}
-    end
+    held = redis.call('ZCARD', ck)
   end
-  redis.call('ZADD', ck, now, ARGV[9])
+  slots = math.min(ids, math.max(0, limit - held))
+  if slots > 0 then
+    local args = {}
+    for i = 1, slots do args[#args + 1] = ARGV[4]; args[#args + 1] = ARGV[9 + i] end
+    redis.call('ZADD', ck, unpack(args))
+  end
 end
-return {1}`,
+return {tokens, slots, retry}`,
 
   /** ARGV5 lease ms, ARGV6 limit. Returns [id, url, job, attempts] per due call, leased. */
   takeDue: `

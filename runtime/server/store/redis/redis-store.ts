@@ -7,14 +7,13 @@ import type {
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
 import { QueueFullError } from "../store.ts";
+import { ReservedAdmission } from "./redis-admission.ts";
 import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
 import { EPILOGUE, JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
 
 type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
 const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
 const SWEEP_BATCH = 500;
-/** How long a released admission slot may wait to ride along with the next admission before it is removed on its own. */
-const RELEASE_FLUSH_MS = 20;
 
 /** The Lua source EVALSHA runs for each script (what SCRIPT LOAD is sent). */
 export const SCRIPT_SOURCES = Object.fromEntries(
@@ -92,9 +91,7 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #retention: StoreOptions["retention"];
   readonly #shas = new Map<ScriptName, string>();
-  /** Admission slots released here and not yet removed in Redis, by bucket. */
-  readonly #released = new Map<string, string[]>();
-  #releaseTimer: ReturnType<typeof setTimeout> | undefined;
+  readonly #admission: ReservedAdmission;
 
   private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
     this.#client = client;
@@ -102,6 +99,17 @@ export class RedisStore implements Store {
     this.#prefix = prefix;
     this.#retention = options.retention;
     this.events = new RedisEvents(client, `${prefix}events`);
+    const slotKey = (bucket: string) => `${prefix}rc:${bucket}`;
+    this.#admission = new ReservedAdmission({
+      reserve: async (r) => {
+        const [tokens, slots, retryAfterSeconds] = (await this.#run("reserve", [
+          r.now, r.bucket, r.limit.requests, r.limit.concurrent ?? "", r.windowMs, r.tokens, ...r.slots,
+        ])) as number[];
+        return { tokens: tokens!, slots: slots!, retryAfterSeconds: retryAfterSeconds! };
+      },
+      giveBack: async (bucket, ids) => void (await client.send("ZREM", [slotKey(bucket), ...ids])),
+      refresh: async (bucket, ids, now) => void (await client.send("ZADD", [slotKey(bucket), "XX", ...ids.flatMap((id) => [String(now), id])])),
+    });
   }
 
   /** Connects, loads the scripts and subscribes to the events channel. `prefix` namespaces keys. */
@@ -336,47 +344,8 @@ export class RedisStore implements Store {
     await this.#run("deliveryRetry", [0, id, nextAt]);
   }
 
-  async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
-    const requestId = crypto.randomUUID();
-    // Slots this server released since its last admission on the bucket are removed in the same step.
-    const released = this.#released.get(bucket);
-    this.#released.delete(bucket);
-    let r: [number, string?, number?];
-    try {
-      r = await this.#run("admit", [now, bucket, limit.requests, limit.concurrent ?? "", windowMs, requestId, released ? JSON.stringify(released) : ""]);
-    } catch (err) {
-      if (released) this.#release(bucket, released);
-      throw err;
-    }
-    if (r[0] !== 1) return { ok: false, why: r[1] as "window" | "concurrent", retryAfterSeconds: r[2]! };
-    let done = false;
-    return {
-      ok: true,
-      release: async () => {
-        if (limit.concurrent === undefined || done) return;
-        done = true;
-        this.#release(bucket, [requestId]);
-      },
-    };
-  }
-
-  /**
-   * Notes released admission slots; the next admission on the bucket removes them (no round trip
-   * of its own), or a flush does within RELEASE_FLUSH_MS. This server's own next admission always
-   * sees them released; other servers may see a slot held that much longer.
-   */
-  #release(bucket: string, ids: string[]): void {
-    const pending = this.#released.get(bucket);
-    if (pending) pending.push(...ids);
-    else this.#released.set(bucket, ids);
-    this.#releaseTimer ??= setTimeout(() => void this.#flushReleased(), RELEASE_FLUSH_MS);
-  }
-
-  async #flushReleased(): Promise<void> {
-    this.#releaseTimer = undefined;
-    const all = [...this.#released];
-    this.#released.clear();
-    await Promise.all(all.map(([bucket, ids]) => this.#client.send("ZREM", [`${this.#prefix}rc:${bucket}`, ...ids]).catch(() => {})));
+  admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
+    return this.#admission.admit(bucket, limit, windowMs, now);
   }
 
   async tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean> {
@@ -403,8 +372,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    clearTimeout(this.#releaseTimer);
-    await this.#flushReleased();
+    await this.#admission.close();
     this.#subscriber.close();
     this.#client.close();
   }
