@@ -28,6 +28,10 @@ export class SqliteStore implements Store {
   readonly #requests: LocalRequestCounter;
   readonly #db: Database;
   readonly #sql: SqliteContext;
+  #batch: { fn: (announce: Announce) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
+  readonly #savepoint;
+  readonly #release;
+  readonly #rollbackTo;
 
   constructor(path: string, options: StoreOptions) {
     this.#db = new Database(path, { create: true, strict: true });
@@ -43,6 +47,9 @@ export class SqliteStore implements Store {
     })();
     this.#sql = new SqliteContext(this.#db, options.retention);
     this.#requests = new LocalRequestCounter(new SqliteRateWindows(this.#db));
+    this.#savepoint = this.#db.prepare("SAVEPOINT job");
+    this.#release = this.#db.prepare("RELEASE job");
+    this.#rollbackTo = this.#db.prepare("ROLLBACK TO job");
   }
 
   /** Opens (creating if needed) the store file `spool.db` in `dir`. */
@@ -51,29 +58,68 @@ export class SqliteStore implements Store {
     return new SqliteStore(dir === ":memory:" ? dir : join(dir, "spool.db"), options);
   }
 
-  /** Runs `fn` in one transaction, then announces the topics it collected. */
-  #tx<T>(fn: (announce: Announce) => T): T {
-    const pending = new Set<string>();
-    let result: T;
-    try {
-      result = this.#db.transaction(() => fn((t) => pending.add(t)))();
-    } catch (err) {
-      // Rolled back: the counts and queues in memory may have moved ahead of the table.
-      this.#sql.index.rebuild();
-      throw err;
-    }
-    for (const t of pending) this.events.emit(t);
-    return result;
+  /**
+   * Runs `fn` in a transaction shared with every other write asked for in the same turn of the
+   * event loop (group commit: one COMMIT for all the requests that arrived together), each in a
+   * savepoint of its own so that one failing changes nothing of the others. The promise settles
+   * after the COMMIT, so nothing is answered before it is durable; the topics are announced then.
+   */
+  #tx<T>(fn: (announce: Announce) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#batch.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      if (this.#batch.length === 1) setImmediate(this.#flush);
+    });
   }
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
-    // Checked just before the transaction, in the same synchronous step: nothing runs between.
-    // (A refusal thrown inside it would roll back and rebuild the index for nothing.)
-    if (maxQueued !== undefined) {
-      const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
-      if (depth > maxQueued) throw new QueueFullError(depth);
+  readonly #flush = (): void => {
+    const batch = this.#batch;
+    this.#batch = [];
+    if (!batch.length) return;
+    const pending = new Set<string>();
+    const announce: Announce = (t) => pending.add(t);
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    let stale = false;
+    try {
+      this.#db.transaction(() => {
+        for (const { fn } of batch) {
+          if (batch.length > 1) this.#savepoint.run();
+          try {
+            outcomes.push({ ok: true, value: fn(announce) });
+            if (batch.length > 1) this.#release.run();
+          } catch (error) {
+            if (batch.length === 1) throw error;
+            this.#rollbackTo.run();
+            this.#release.run();
+            outcomes.push({ ok: false, error });
+            // A refusal changes nothing before it throws; anything else may have moved the index.
+            if (!(error instanceof QueueFullError)) stale = true;
+          }
+        }
+      })();
+    } catch (error) {
+      if (!(error instanceof QueueFullError)) this.#sql.index.rebuild();
+      for (const { reject } of batch) reject(error);
+      return;
     }
-    return this.#tx((announce) => jobTransitions.enqueue(this.#sql, job, now, announce));
+    // Rolled back: the counts and queues in memory may have moved ahead of the table.
+    if (stale) this.#sql.index.rebuild();
+    for (const t of pending) this.events.emit(t);
+    batch.forEach(({ resolve, reject }, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) resolve(o.value);
+      else reject(o.error);
+    });
+  };
+
+  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
+    return this.#tx((announce) => {
+      // In the same step as the insert (a refusal throws before changing anything).
+      if (maxQueued !== undefined) {
+        const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
+        if (depth > maxQueued) throw new QueueFullError(depth);
+      }
+      return jobTransitions.enqueue(this.#sql, job, now, announce);
+    });
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
@@ -136,7 +182,7 @@ export class SqliteStore implements Store {
   }
 
   async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
-    this.#tx((announce) => duties.touchWorker(this.#sql, workerId, endpointId, now, report, announce));
+    await this.#tx((announce) => duties.touchWorker(this.#sql, workerId, endpointId, now, report, announce));
   }
 
   async usage(): Promise<UsageRow[]> {
@@ -148,7 +194,7 @@ export class SqliteStore implements Store {
   }
 
   async forgetWorker(workerId: string): Promise<void> {
-    this.#tx(() => duties.forgetWorker(this.#sql, workerId));
+    await this.#tx(() => duties.forgetWorker(this.#sql, workerId));
   }
 
   async queueDepth(endpointId: string, now: number): Promise<number> {
@@ -205,6 +251,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#flush(); // writes already asked for are committed, not dropped
     this.#requests.close();
     this.#db.close();
   }
