@@ -18,6 +18,9 @@ import type {
 } from "./store.ts";
 import { QueueFullError } from "./store.ts";
 
+/** How often the checkpoint thread copies the write-ahead log into the database file. */
+const CHECKPOINT_INTERVAL_MS = 200;
+
 /**
  * The embedded store: bun:sqlite in WAL mode under the data directory. A transaction commits
  * before a call returns, so a server killed with SIGKILL loses nothing it answered for.
@@ -29,6 +32,7 @@ export class SqliteStore implements Store {
   readonly #db: Database;
   readonly #sql: SqliteContext;
   #batch: { fn: (announce: Announce) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
+  readonly #checkpointer: Worker | undefined;
   readonly #savepoint;
   readonly #release;
   readonly #rollbackTo;
@@ -38,13 +42,21 @@ export class SqliteStore implements Store {
     this.#db.run("PRAGMA journal_mode = WAL");
     this.#db.run("PRAGMA synchronous = NORMAL");
     this.#db.run("PRAGMA busy_timeout = 5000");
+    if (path !== ":memory:") {
+      // Checkpoints (and the file sync each ends with) run in a thread of their own; this
+      // connection checkpoints only if the log ever grows past ~40 MB without one.
+      this.#db.run("PRAGMA wal_autocheckpoint = 10000");
+      this.#checkpointer = new Worker(new URL("./sqlite/sqlite-checkpointer.ts", import.meta.url));
+      this.#checkpointer.postMessage({ path, intervalMs: CHECKPOINT_INTERVAL_MS });
+      this.#checkpointer.unref();
+    }
     this.#db.transaction(() => {
       const from = (this.#db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
       if (from > SCHEMA_VERSION) throw new Error(`${path} was written by a newer Spool (schema ${from} > ${SCHEMA_VERSION})`);
       this.#db.run(SCHEMA);
       for (let v = Math.max(from, 1) + 1; v <= SCHEMA_VERSION; v++) if (MIGRATIONS[v]) this.#db.run(MIGRATIONS[v]!);
       this.#db.run(`PRAGMA user_version = ${SCHEMA_VERSION}`);
-    })();
+    }).immediate();
     this.#sql = new SqliteContext(this.#db, options.retention);
     this.#requests = new LocalRequestCounter(new SqliteRateWindows(this.#db));
     this.#savepoint = this.#db.prepare("SAVEPOINT job");
@@ -253,6 +265,13 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     this.#flush(); // writes already asked for are committed, not dropped
     this.#requests.close();
+    const checkpointer = this.#checkpointer;
+    if (checkpointer) {
+      const closed = new Promise<void>((resolve) => checkpointer.addEventListener("close", () => resolve()));
+      checkpointer.postMessage("stop");
+      await Promise.race([closed, Bun.sleep(2_000)]);
+      checkpointer.terminate();
+    }
     this.#db.close();
   }
 }

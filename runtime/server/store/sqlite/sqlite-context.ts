@@ -55,15 +55,15 @@ export class SqliteContext {
     announce(topics.stop(workerId));
   }
 
-  /** Records the webhook call owed for a job that just reached a final state. */
-  owe(jobId: string, now: number, announce: Announce): StoredJob {
-    const job = toJob(this.rowById(jobId));
-    if (job.webhook) {
+  /** Records the webhook call owed for a job that just reached a final state (its id, or its row as updated). */
+  owe(job: string | JobRow, now: number, announce: Announce): StoredJob {
+    const stored = toJob(typeof job === "string" ? this.rowById(job) : job);
+    if (stored.webhook) {
       this.db
         .query("INSERT INTO webhook_deliveries (id, job_id, url, job, attempts, next_at) VALUES (?, ?, ?, ?, 0, ?)")
-        .run(crypto.randomUUID(), jobId, job.webhook, JSON.stringify(job), now);
+        .run(crypto.randomUUID(), stored.id, stored.webhook, JSON.stringify(stored), now);
       announce(topics.webhooks);
     }
-    return job;
+    return stored;
   }
 }

@@ -6,9 +6,13 @@ import { json, toJob } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
-function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
+function insertChunks(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
   const insert = s.db.query("INSERT INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
   chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
+}
+
+function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
+  insertChunks(s, jobId, from, chunks);
   s.db.query("UPDATE jobs SET chunk_count = chunk_count + ? WHERE id = ?").run(chunks.length, jobId);
 }
 
@@ -18,17 +22,18 @@ function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: 
  */
 export const jobTransitions = {
   enqueue(s: SqliteContext, job: NewJob, now: number, announce: Announce): StoredJob {
-    const row = s.db
+    const seq = s.nextSeq();
+    const expiresAt = now + job.policy.ttl;
+    s.db
       .query<JobRow, Record<string, string | number | null>>(
         `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id,
            created_at, queued_at, expires_at)
-         VALUES ($id, $endpoint, 'IN_QUEUE', $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $expires)
-         RETURNING *`,
+         VALUES ($id, $endpoint, 'IN_QUEUE', $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $expires)`,
       )
-      .get({
+      .run({
         id: job.id,
         endpoint: job.endpointId,
-        seq: s.nextSeq(),
+        seq,
         input: JSON.stringify(job.input),
         webhook: job.webhook ?? null,
         policy: JSON.stringify(job.policy),
@@ -36,12 +41,28 @@ export const jobTransitions = {
         sync: job.sync ? 1 : 0,
         key: job.keyId ?? null,
         now,
-        expires: now + job.policy.ttl,
-      })!;
-    s.index.queued(job.endpointId, null, { id: job.id, seq: row.seq, expiresAt: row.expires_at, queuedAt: now, lowPriority: job.policy.lowPriority });
+        expires: expiresAt,
+      });
+    s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority });
     announce(topics.queue(job.endpointId));
     announce(topics.job(job.id));
-    return toJob(row);
+    // The row as written, without reading it back.
+    return {
+      id: job.id,
+      endpointId: job.endpointId,
+      status: "IN_QUEUE",
+      input: job.input,
+      webhook: job.webhook,
+      policy: job.policy,
+      s3Config: job.s3Config,
+      sync: job.sync,
+      keyId: job.keyId,
+      createdAt: now,
+      queuedAt: now,
+      expiresAt,
+      losses: 0,
+      retries: 0,
+    };
   },
 
   setExpiry(s: SqliteContext, endpointId: string, jobId: string, expiresAt: number, now: number): StoredJob | null {
@@ -125,26 +146,32 @@ export const jobTransitions = {
     cost: number | undefined,
     announce: Announce,
   ): StoredJob | null {
-    const row = s.db
-      .query<JobRow, [string, string]>("SELECT * FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS'")
-      .get(jobId, workerId);
-    if (!row || row.expires_at <= now) return null;
-    const failed = "error" in result;
-    s.db
-      .query(
-        `UPDATE jobs SET status = ?, output = ?, error = ?, progress = NULL, completed_at = ?, deadline = NULL,
-           expires_at = ? WHERE id = ?`,
+    const held = s.db
+      .query<Pick<JobRow, "chunk_count">, [string, string, number]>(
+        "SELECT chunk_count FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
       )
-      .run(
+      .get(jobId, workerId, now);
+    if (!held) return null;
+    const failed = "error" in result;
+    const chunks = held.chunk_count === 0 ? finalChunks : [];
+    const row = s.db
+      .query<JobRow, [string, string | null, string | null, number, number, number, number, string]>(
+        `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL,
+           expires_at = ?4 + CASE sync WHEN 1 THEN ?5 ELSE ?6 END, chunk_count = chunk_count + ?7
+         WHERE id = ?8 RETURNING *`,
+      )
+      .get(
         failed ? "FAILED" : "COMPLETED",
         failed ? null : json(result.output),
         failed ? json(result.error) : null,
         now,
-        now + s.retentionOf(row),
+        s.retentionOf({ sync: 1 }),
+        s.retentionOf({ sync: 0 }),
+        chunks.length,
         jobId,
-      );
+      )!;
     s.index.move(row.endpoint, "IN_PROGRESS", failed ? "FAILED" : "COMPLETED");
-    if (row.chunk_count === 0 && finalChunks.length) appendChunkRows(s, jobId, 0, finalChunks);
+    if (chunks.length) insertChunks(s, jobId, 0, chunks);
     s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
     s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
     if (!failed && cost !== undefined && row.key_id) {
@@ -156,7 +183,7 @@ export const jobTransitions = {
         .run(row.key_id, row.endpoint, Math.round(cost * 1e10));
     }
     announce(topics.job(jobId));
-    return s.owe(jobId, now, announce);
+    return s.owe(row, now, announce);
   },
 
   cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): StoredJob | null {
