@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { launchChromium } from "../helpers/chromium.ts";
 import { until } from "../helpers/worker-loop.ts";
 import { startDashboardServer, type DashboardServer } from "./dashboard-server.ts";
@@ -189,6 +190,17 @@ describe("dashboard in a real browser", () => {
     const [, health] = await env.srv.json("GET", "/v2/image-fast/health");
     await expect(completed.textContent()).resolves.toBe(String(health.jobs.completed));
     await shot(page, "dashboard");
+    await page.context().close();
+  });
+
+  test("a key revoked while the page is open signs the page out", async () => {
+    const { key } = await createKey(env.srv.store, "short-lived", env.srv.clock.now(), { scope: "read-only" });
+    const page = await signedIn(key);
+    await env.srv.store.revokeKey("short-lived", env.srv.clock.now());
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/echo`);
+    await page.getByRole("alert").filter({ hasText: "no longer valid" }).waitFor();
+    await page.getByLabel("API key").waitFor();
+    expect(await inPage(page, "({ ...sessionStorage })")).toEqual({});
     await page.context().close();
   });
 

@@ -1,5 +1,6 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
+import { findEndpoint } from "../../config/config.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { authenticate } from "../access.ts";
 import { HttpError } from "../http-error.ts";
@@ -28,7 +29,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
   });
   app.use("/endpoints/:endpoint/*", endpointAccess(deps));
 
-  app.get("/events", (c) => dashboardEvents(deps, c));
+  app.get("/events", dashboardEvents(deps));
 
   app.get("/endpoints", async (c) => {
     const key = c.var.key;
@@ -100,7 +101,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
 function endpointAccess(deps: AppDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
-    if (!Object.hasOwn(deps.config.endpoints, endpointId)) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    if (!findEndpoint(deps.config, endpointId)) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const key = c.var.key;
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
       throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
 import type { JobEvent } from "../jobs/job-events.ts";
 
@@ -7,13 +8,29 @@ import type { JobEvent } from "../jobs/job-events.ts";
 const KEEPALIVE_MS = 15_000;
 /** A stream ends after this long; the page reconnects (so no request is open without bound). */
 const STREAM_MS = 30 * 60_000;
+/** Most event streams open at once on one server. */
+const MAX_STREAMS = 256;
 
 /**
  * GET /dashboard/api/events: this server's job events (submitted, taken, ended, refused) of the
  * endpoints the key may see, as server-sent events, so every view of the page updates live
  * over one connection. Events carry the job's status answer without output or error.
  */
-export function dashboardEvents(deps: AppDeps, c: Context<AppEnv>): Response {
+export function dashboardEvents(deps: AppDeps): (c: Context<AppEnv>) => Response {
+  let open = 0;
+  return (c) => {
+    // Each stream is a listener on every job event: their number is bounded.
+    if (open >= MAX_STREAMS) throw new HttpError(429, `${MAX_STREAMS} dashboard event streams are open on this server; retry later`, { "retry-after": "5" });
+    open++;
+    let closed = false;
+    return eventStream(deps, c, () => {
+      if (!closed) open--;
+      closed = true;
+    });
+  };
+}
+
+function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Response {
   const visible = c.var.key.endpoints;
   const encoder = new TextEncoder();
   let stop = () => {};
@@ -40,6 +57,7 @@ export function dashboardEvents(deps: AppDeps, c: Context<AppEnv>): Response {
         off();
         clearInterval(keepalive);
         clearTimeout(end);
+        onEnd();
       };
       c.req.raw.signal.addEventListener("abort", () => stop(), { once: true });
       write("event: ready\ndata: {}\n\n");

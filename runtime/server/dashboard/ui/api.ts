@@ -103,6 +103,9 @@ export interface ServerEvent {
 
 /** Calls the server with the key as a Bearer token; a non-2xx answer throws its `error`. */
 export class Api {
+  /** Told of every 401: the key may have been revoked (or this call is out of its scope). */
+  onUnauthorized?: () => void;
+
   constructor(readonly key: string) {}
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -119,6 +122,7 @@ export class Api {
       parsed = undefined;
     }
     if (!res.ok) {
+      if (res.status === 401) this.onUnauthorized?.();
       const retryAfter = Number(res.headers.get("retry-after")) || undefined;
       throw new ApiError(res.status, parsed?.error ?? `${res.status} ${res.statusText}`, retryAfter);
     }
@@ -155,6 +159,7 @@ export class Api {
           signal,
         });
         if (!res.ok || !res.body) {
+          if (res.status === 401) this.onUnauthorized?.();
           const body = await res.text();
           let message = `${res.status}`;
           try {

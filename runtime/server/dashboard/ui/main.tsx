@@ -57,6 +57,16 @@ function App() {
       savedKey.set(key);
       const hub = new EventsHub(api);
       hub.onConnection = setLive;
+      // A 401 is either a call out of the key's scope or a key revoked since sign-in: ask again.
+      api.onUnauthorized = () => {
+        fetch("/dashboard/api/endpoints", { headers: { authorization: `Bearer ${key}` } }).then((res) => {
+          if (res.status !== 401) return;
+          hub.close();
+          savedKey.clear();
+          setSession(null);
+          setError("Signed out: this API key is no longer valid (revoked?)");
+        }, () => {});
+      };
       setSession({ api, key: info, endpoints, hub, canAct: info.scope === "full" || info.scope === "client" });
       setError(null);
       return true;
