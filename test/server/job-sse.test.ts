@@ -55,7 +55,8 @@ describe("server-sent events for jobs", () => {
     const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: { n: 1 } });
     const first = await openEvents(srv, `/v2/echo/stream/${id}`);
     expect(first.res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
-    expect(strip([(await first.next())!])).toEqual([{ event: "status", data: { id, status: "IN_QUEUE" } }]);
+    // The status event is the /status answer of that moment (a queued job with its position).
+    expect(strip([(await first.next())!])).toEqual([{ event: "status", data: { id, status: "IN_QUEUE", queuePosition: 0 } }]);
     await worker.take();
     expect(strip([(await first.next())!])).toEqual([{ event: "status", data: { id, status: "IN_PROGRESS", delayTime: expect.any(Number), workerId: "w1" } }]);
     await worker.stream(id, "a");

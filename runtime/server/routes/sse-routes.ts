@@ -60,6 +60,13 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   const encoder = new TextEncoder();
   const gone = new AbortController();
   const release = c.var.keepAdmission?.() ?? (async () => {});
+  // As /status answers at that moment; a queued job's position is not an event of its own.
+  const statusBody = async (job: StoredJob) => {
+    const body = jobResponse(job);
+    if (job.status !== "IN_QUEUE") return body;
+    const position = await store.queuePosition(endpointId, id, clock.now());
+    return position === null ? body : { ...body, queuePosition: position };
+  };
   const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
@@ -85,7 +92,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
           const stamp = stampOf(r.job);
           if (stamp !== at.stamp) {
             at = { ...at, stamp };
-            send("status", jobResponse(r.job));
+            send("status", await statusBody(r.job));
           } else if (!r.chunks.length) controller.enqueue(encoder.encode(": keepalive\n\n"));
           if (isFinal(r.job.status)) break;
         }

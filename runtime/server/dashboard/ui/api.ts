@@ -76,6 +76,8 @@ export interface JobSummary {
   output?: unknown;
   error?: unknown;
   workerId?: string;
+  /** Queued jobs of the endpoint taken before this one (a queued job's /status). */
+  queuePosition?: number;
   createdAt?: string;
   sync?: boolean;
 }

@@ -120,6 +120,9 @@ export function Playground({ session, endpoint }: { session: Session; endpoint: 
                 <span class={`status s-${status?.status ?? "IN_QUEUE"}`} data-testid="run-status" role="status">
                   {status?.status ?? "submitted"}
                 </span>{" "}
+                {status?.status === "IN_QUEUE" && status.queuePosition !== undefined && (
+                  <span class="muted">{status.queuePosition} ahead in the queue </span>
+                )}
                 {!live.ended && <CancelButton session={session} ep={ep} id={jobId} status={status?.status ?? "IN_QUEUE"} />}
               </p>
               <dl class="facts compact">
