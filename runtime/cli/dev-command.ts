@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { basename } from "node:path";
+import { basename, resolve } from "node:path";
 import { systemClock } from "../clock.ts";
 import { loadConfig } from "../config/config.ts";
 import { stderrLog } from "../log.ts";
@@ -28,7 +28,8 @@ export async function devCommand(args: string[]): Promise<number> {
   await loadHandler(target);
   const endpoint = values.endpoint ?? basename(target).replace(/\.[^.]+$/, "").replace(/[^A-Za-z0-9_-]/g, "-");
   const config = await loadConfig();
-  config.endpoints = { [endpoint]: { ...config.endpoints.echo!, handler: target } };
+  // An absolute path: the server imports it for its input schema (400 at submission, the dashboard form).
+  config.endpoints = { [endpoint]: { ...config.endpoints.echo!, handler: resolve(target) } };
   config.server.port = values.port === undefined ? 8080 : Number(values.port);
   config.server.data = values.data ?? ".data-dev";
   const store = await openStore(config);
