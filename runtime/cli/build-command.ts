@@ -3,20 +3,33 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
+import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
+import type { GpuKind } from "../build/native-packages.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
+const PROJECT_ROOT = resolve(import.meta.dir, "../..");
+const GPUS: GpuKind[] = ["cuda", "vulkan"];
+
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
 
 /**
- * `spool build <handler.ts> --outfile PATH`: one executable that is a worker for that handler
- * (bun build --compile, bytecode for a fast start), needing no Bun and no node_modules.
+ * `spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]`: one executable that is a
+ * worker for that handler (bun build --compile, bytecode for a fast start), needing no Bun and
+ * no node_modules. Native addons and the files their packages read are embedded and extracted
+ * once, at first start, into the cache (runtime/build/native-cache.ts).
  */
 export async function buildCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options: { outfile: { type: "string" } }, allowPositionals: true });
+  const { values, positionals } = parseArgs({ args, options: { outfile: { type: "string" }, gpu: { type: "string" } }, allowPositionals: true });
   const target = positionals[0];
   if (!target) {
-    console.error("usage: spool build <handler.ts> --outfile PATH");
+    console.error("usage: spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]");
     return 2;
   }
+  if (values.gpu !== undefined && !GPUS.includes(values.gpu as GpuKind)) {
+    console.error(`--gpu must be one of ${GPUS.join(", ")}, got ${values.gpu}`);
+    return 2;
+  }
+  const gpu = values.gpu as GpuKind | undefined;
   const handlerPath = resolve(target);
   await loadHandler(handlerPath); // fail early, with a clear message, on a file that is no handler
   const outfile = resolve(values.outfile ?? basename(target).replace(/\.[^.]+$/, ""));
@@ -31,22 +44,53 @@ export async function buildCommand(args: string[]): Promise<number> {
         `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
         `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`,
     );
-    // ESM bytecode: handlers may use import.meta; bytecode makes the start fast.
-    const proc = Bun.spawn([process.execPath, "build", "--compile", "--bytecode", "--format=esm", "--minify", entry, "--outfile", outfile], {
-      stdio: ["ignore", "inherit", "pipe"],
-    });
-    const errors = await new Response(proc.stderr).text();
-    process.stderr.write(errors);
-    const code = await proc.exited;
-    // bun can print a bytecode failure and still exit 0 with a binary that does not start.
-    if (code !== 0 || /error:/i.test(errors)) {
-      console.error(`bun build --compile failed${code !== 0 ? ` (exit ${code})` : ""}; no working binary was made`);
-      rmSync(outfile, { force: true });
-      return code || 1;
+    console.log(`building ${outfile} from ${target}${gpu ? ` (with ${gpu})` : ""}`);
+    let parts: NativeParts | undefined;
+    let result: Awaited<ReturnType<typeof Bun.build>>;
+    try {
+      // ESM bytecode: handlers may use import.meta; bytecode makes the start fast.
+      result = await Bun.build({
+        entrypoints: [entry],
+        compile: { outfile, autoloadDotenv: false, autoloadBunfig: false },
+        target: "bun",
+        format: "esm",
+        bytecode: true,
+        minify: true,
+        throw: false,
+        plugins: [nativePlugin({ projectRoot: PROJECT_ROOT, gpu, onDone: (p) => (parts = p) })],
+      });
+    } catch (err) {
+      return fail(outfile, (err as Error).message);
     }
-    console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB)`);
+    if (!result.success) return fail(outfile, result.logs.map((l) => String(l.message ?? l)).join("\n"));
+    const warnings = result.logs.filter((l) => /error/i.test(String(l.message ?? l)));
+    if (warnings.length > 0) return fail(outfile, warnings.map(String).join("\n"));
+    printParts(parts);
+    console.log(`built ${outfile} (${mb(statSync(outfile).size)})`);
     return 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function fail(outfile: string, reason: string): number {
+  rmSync(outfile, { force: true });
+  console.error(`spool build failed; no binary was made:\n${reason}`);
+  return 1;
+}
+
+/** One line per embedded folder: where it lands under the extraction root, its files and bytes. */
+function printParts(parts: NativeParts | undefined): void {
+  if (!parts || parts.files.length === 0) return;
+  const groups = new Map<string, { files: number; bytes: number }>();
+  for (const file of parts.files) {
+    const folder = file.path.includes("/") ? file.path.slice(0, file.path.lastIndexOf("/")) : ".";
+    const group = groups.get(folder) ?? { files: 0, bytes: 0 };
+    group.files++;
+    group.bytes += file.size;
+    groups.set(folder, group);
+  }
+  for (const [folder, g] of groups) console.log(`  embedded ${folder}/ (${g.files} file${g.files === 1 ? "" : "s"}, ${mb(g.bytes)})`);
+  const total = parts.files.reduce((sum, f) => sum + f.size, 0);
+  console.log(`  native parts: ${parts.files.length} files, ${mb(total)}, extracted once to <cache>/spool/native-${parts.hash}/`);
 }

@@ -1,0 +1,162 @@
+import type { BunPlugin } from "bun";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { addonClosure } from "./elf-deps.ts";
+import { checkGpuParts, EmbedError, packageDataFiles, readsOwnFiles, type GpuKind } from "./native-packages.ts";
+
+const CACHE_MODULE = resolve(import.meta.dir, "native-cache.ts");
+const MANIFEST = "spool-native:manifest";
+
+/** One embedded file: where it is now and where it goes under the extraction root. */
+export interface EmbeddedFile {
+  path: string;
+  source: string;
+  size: number;
+}
+
+/** What the plugin embedded, known once the build is done. */
+export interface NativeParts {
+  files: EmbeddedFile[];
+  hash: string;
+  /** Package names the bundle's JavaScript came from. */
+  packages: Set<string>;
+}
+
+/** Where a file goes under the extraction root: its path below the last node_modules (so `$ORIGIN` paths still meet). */
+export function rootPath(file: string, projectRoot: string): string {
+  const parts = file.split(sep);
+  const at = parts.lastIndexOf("node_modules");
+  return at >= 0 ? parts.slice(at + 1).join("/") : `app/${relative(projectRoot, file).split(sep).join("/")}`;
+}
+
+/** The package a file under node_modules belongs to: its name and folder; null outside node_modules. */
+export function packageOf(file: string): { name: string; root: string } | null {
+  const parts = file.split(sep);
+  const at = parts.lastIndexOf("node_modules");
+  if (at < 0 || at + 1 >= parts.length) return null;
+  const scoped = parts[at + 1]!.startsWith("@");
+  const name = scoped ? `${parts[at + 1]}/${parts[at + 2]}` : parts[at + 1]!;
+  return { name, root: parts.slice(0, at + 2 + (scoped ? 1 : 0)).join(sep) };
+}
+
+/**
+ * The Bun build plugin that makes native packages work from one file: every `.node` the
+ * bundle requires becomes a call to the runtime loader (runtime/build/native-cache.ts), and
+ * the addon, the libraries it needs beside it and the data files of packages that read their
+ * own folder are embedded and listed in a generated manifest module. Requires made through
+ * `createRequire(import.meta.url)` with a literal name are turned into bundled requires.
+ */
+export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDone: (parts: NativeParts) => void }): BunPlugin {
+  const addons = new Map<string, string>(); // absolute .node path -> root path
+  const packages = new Map<string, string>(); // name -> folder
+  return {
+    name: "spool-native",
+    setup(build) {
+      build.onResolve({ filter: /\.node$/ }, (args) => {
+        // The manifest embeds addons as plain files: Bun would load a .node import as an addon even with { type: "file" }.
+        if (args.importer.endsWith(MANIFEST)) return { path: `${args.path}.embedded`, namespace: "spool-native-file" };
+        let file: string;
+        try {
+          file = args.path.startsWith(".") || args.path.startsWith("/") ? resolve(args.resolveDir || dirname(args.importer), args.path) : Bun.resolveSync(args.path, args.resolveDir || dirname(args.importer));
+        } catch {
+          return undefined; // unresolvable (another platform's addon): left to fail at run time, where packages catch it
+        }
+        // A package export named *.node can lead to JavaScript (sharp's index.cjs): bundle that as usual.
+        if (!file.endsWith(".node") || !existsSync(file)) return undefined;
+        addons.set(file, rootPath(file, options.projectRoot));
+        return { path: file, namespace: "spool-native-addon" };
+      });
+      build.onLoad({ filter: /.*/, namespace: "spool-native-addon" }, (args) => ({
+        contents: `const { native } = require(${JSON.stringify(MANIFEST)});\nmodule.exports = native.loadAddon(${JSON.stringify(addons.get(args.path))});\n`,
+        loader: "js",
+      }));
+      build.onLoad({ filter: /.*/, namespace: "spool-native-file" }, (args) => ({ contents: readFileSync(args.path.replace(/\.embedded$/, "")), loader: "file" }));
+      build.onResolve({ filter: /^spool-native:manifest$/ }, () => ({ path: MANIFEST, namespace: "spool-native" }));
+      build.onLoad({ filter: /.*/, namespace: "spool-native" }, async (args) => {
+        await args.defer(); // every module is parsed: all addons and packages are known
+        const parts = collect(addons, packages, options);
+        options.onDone(parts);
+        return { contents: manifestModule(parts), loader: "js" };
+      });
+      build.onLoad({ filter: /[\\/]node_modules[\\/].*\.(m?js|cjs)$/ }, (args) => {
+        const pkg = packageOf(args.path);
+        if (pkg) packages.set(pkg.name, pkg.root);
+        const source = readFileSync(args.path, "utf8");
+        let out = bundleCreatedRequires(source, dirname(args.path));
+        if (pkg && readsOwnFiles(pkg.name) && out.includes("import.meta.url")) {
+          const url = `__spoolNative.fileUrl(${JSON.stringify(rootPath(args.path, options.projectRoot))})`;
+          out = `import { native as __spoolNative } from ${JSON.stringify(MANIFEST)};\n${out.replaceAll("import.meta.url", url)}`;
+        }
+        return out === source ? undefined : { contents: out, loader: "js" };
+      });
+    },
+  };
+}
+
+/**
+ * `const req = createRequire(import.meta.url)` makes requires the bundler cannot see. Calls
+ * with a literal name that resolves from the file become plain `require("name")` (bundled);
+ * every other use keeps a renamed runtime require.
+ */
+export function bundleCreatedRequires(source: string, dir: string): string {
+  const decl = /\b(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*((?:[\w$]+\.)?createRequire\s*\()/g;
+  const names = [...source.matchAll(decl)].map((m) => m[2]!);
+  if (names.length === 0) return source;
+  let out = source.replace(decl, (_m, kind: string, name: string, call: string) => `${kind} __spoolRuntime_${name} = ${call}`);
+  for (const name of new Set(names)) {
+    const use = new RegExp(`(?<![\\w$.'"\`])${name.replace(/\$/g, "\\$")}(?![\\w$])(\\s*\\(\\s*(["'])([^"'\`\\n]+)\\2\\s*\\))?`, "g");
+    out = out.replace(use, (whole, call: string | undefined, _q, spec: string | undefined) => {
+      if (call && spec && resolvable(spec, dir)) return `require(${JSON.stringify(spec)})`;
+      return whole.replace(name, `__spoolRuntime_${name}`);
+    });
+  }
+  return out;
+}
+
+function resolvable(spec: string, dir: string): boolean {
+  try {
+    Bun.resolveSync(spec, dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function collect(addons: Map<string, string>, packages: Map<string, string>, options: { projectRoot: string; gpu?: GpuKind }): NativeParts {
+  if (options.gpu) checkGpuParts(options.gpu, new Set(packages.keys()), (name) => packages.get(name) ?? null);
+  const files = new Map<string, string>(); // root path -> source
+  const add = (source: string) => {
+    const path = rootPath(source, options.projectRoot);
+    if (!files.has(path)) files.set(path, source);
+  };
+  for (const addon of addons.keys()) {
+    try {
+      addonClosure(addon).forEach(add);
+    } catch (err) {
+      throw new EmbedError(`cannot embed native addon ${addon}: ${(err as Error).message}`);
+    }
+  }
+  for (const [name, root] of packages) {
+    const globs = packageDataFiles(name, options.gpu);
+    for (const pattern of globs ?? []) {
+      const hits = [...new Bun.Glob(pattern).scanSync({ cwd: root, onlyFiles: true })];
+      if (hits.length === 0 && pattern.startsWith("bins")) throw new EmbedError(`${name} has no ${pattern} under ${root}; reinstall it (npm install) to embed its binaries`);
+      for (const hit of hits) add(join(root, hit));
+    }
+  }
+  const sorted = [...files].sort(([a], [b]) => a.localeCompare(b));
+  const hasher = new Bun.CryptoHasher("sha256");
+  const embedded = sorted.map(([path, source]) => {
+    const bytes = readFileSync(source);
+    hasher.update(`${path}\0${bytes.length}\0`);
+    hasher.update(bytes);
+    return { path, source, size: statSync(source).size };
+  });
+  return { files: embedded, hash: hasher.digest("hex").slice(0, 16), packages: new Set(packages.keys()) };
+}
+
+function manifestModule(parts: NativeParts): string {
+  const imports = parts.files.map((f, i) => `import f${i} from ${JSON.stringify(f.source)} with { type: "file" };`);
+  const list = parts.files.map((f, i) => `{ path: ${JSON.stringify(f.path)}, source: f${i}, size: ${f.size} }`);
+  return `import { NativeCache } from ${JSON.stringify(CACHE_MODULE)};\n${imports.join("\n")}\nexport const native = new NativeCache({ hash: ${JSON.stringify(parts.hash)}, files: [${list.join(", ")}] });\n`;
+}
