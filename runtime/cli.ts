@@ -18,7 +18,9 @@ const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference job
                                                            run a worker (or use RunPod's RUNPOD_* env)
   spool run <handler.ts> [--input '<json>']                run one job locally (or ./test_input.json)
   spool dev <handler.ts> [--port 8080]                     local server + worker for a handler
-  spool build <handler.ts> --outfile PATH                  compile a handler into one worker executable
+  spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]
+                                                           compile a handler into one worker executable
+  spool cache prune                                        remove native libraries built binaries extracted
 `;
 
 /** Returns the exit code, or -1 for commands that keep running (servers). */
@@ -61,6 +63,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/dev-command.ts")).devCommand(rest);
     case "build":
       return (await import("./cli/build-command.ts")).buildCommand(rest);
+    case "cache":
+      return (await import("./cli/cache-command.ts")).cacheCommand(rest[0]);
     case undefined:
     case "help":
     case "--help":

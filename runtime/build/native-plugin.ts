@@ -71,6 +71,16 @@ export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDo
         loader: "js",
       }));
       build.onLoad({ filter: /.*/, namespace: "spool-native-file" }, (args) => ({ contents: readFileSync(args.path.replace(/\.embedded$/, "")), loader: "file" }));
+      // Optional platform packages (node-llama-cpp's for other systems) are imported by name and
+      // caught when missing: one not installed becomes a module that fails the same way at run time.
+      build.onResolve({ filter: /^[@\w]/ }, (args) => {
+        if (args.kind !== "dynamic-import" || resolvable(args.path, args.resolveDir || dirname(args.importer))) return undefined;
+        return { path: args.path, namespace: "spool-missing" };
+      });
+      build.onLoad({ filter: /.*/, namespace: "spool-missing" }, (args) => ({
+        contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find package '${args.path}' (it was not installed when this binary was built)`)}), { code: "ERR_MODULE_NOT_FOUND" });\n`,
+        loader: "js",
+      }));
       build.onResolve({ filter: /^spool-native:manifest$/ }, () => ({ path: MANIFEST, namespace: "spool-native" }));
       build.onLoad({ filter: /.*/, namespace: "spool-native" }, async (args) => {
         await args.defer(); // every module is parsed: all addons and packages are known
@@ -84,7 +94,11 @@ export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDo
         const source = readFileSync(args.path, "utf8");
         let out = bundleCreatedRequires(source, dirname(args.path));
         if (pkg && readsOwnFiles(pkg.name) && out.includes("import.meta.url")) {
-          const url = `__spoolNative.fileUrl(${JSON.stringify(rootPath(args.path, options.projectRoot))})`;
+          // The folder is the package's own, so reads relative to it find the extracted files; the
+          // file name says "bundled", so code that would run its own file again (node-llama-cpp's
+          // binding test in a child process) sees that it is bundled and does not.
+          const path = rootPath(args.path, options.projectRoot).replace(/[^/]+$/, (name) => `bundled-${name}`);
+          const url = `__spoolNative.fileUrl(${JSON.stringify(path)})`;
           out = `import { native as __spoolNative } from ${JSON.stringify(MANIFEST)};\n${out.replaceAll("import.meta.url", url)}`;
         }
         return out === source ? undefined : { contents: out, loader: "js" };
