@@ -92,7 +92,7 @@ export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDo
         const pkg = packageOf(args.path);
         if (pkg) packages.set(pkg.name, pkg.root);
         const source = readFileSync(args.path, "utf8");
-        let out = bundleCreatedRequires(source, dirname(args.path));
+        let out = guardDynamicRequires(bundleCreatedRequires(source, dirname(args.path)));
         if (pkg && readsOwnFiles(pkg.name) && out.includes("import.meta.url")) {
           // The folder is the package's own, so reads relative to it find the extracted files; the
           // file name says "bundled", so code that would run its own file again (node-llama-cpp's
@@ -125,6 +125,25 @@ export function bundleCreatedRequires(source: string, dir: string): string {
     });
   }
   return out;
+}
+
+const GUARD = "__spoolBundledOnly";
+
+/**
+ * A compiled binary resolves a runtime `require(name)` from the node_modules of its working
+ * directory, so a package probing for an optional one (protobufjs's `inquire("long")`) would
+ * load whatever version a project beside it has. Requires with a computed name that is a bare
+ * package name fail as "not installed" instead, as they would with nothing on disk; builtins,
+ * paths and literal names (bundled) are untouched.
+ */
+export function guardDynamicRequires(source: string): string {
+  const dynamic = /(?<![\w$.'"`])require\((?!\s*["'`])/g;
+  if (!dynamic.test(source)) return source;
+  // A function declaration at the end: hoisted, and a leading "use strict" stays the first statement.
+  const guard =
+    `\nfunction ${GUARD}(n) { if (typeof n === "string" && !n.startsWith(".") && !n.startsWith("/") && !require("node:module").isBuiltin(n)) ` +
+    `throw Object.assign(new Error("Cannot find module '" + n + "': it is not bundled into this binary"), { code: "MODULE_NOT_FOUND" }); return require(n); }\n`;
+  return source.replace(dynamic, `${GUARD}(`) + guard;
 }
 
 function resolvable(spec: string, dir: string): boolean {
