@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { bareCopy, buildHandler, flags, ROOT, runpodEnv } from "./built-binary.ts";
@@ -74,10 +74,15 @@ describe("the image-fast binary", () => {
 
   test("the scaler runs the built binary as an endpoint's handler", async () => {
     using bare = bareCopy(built.binary);
+    // Workers the scaler starts inherit the server's environment: keep their cache in the temp dir.
+    const saved = process.env.SPOOL_CACHE_DIR;
+    process.env.SPOOL_CACHE_DIR = bare.dir;
+    using _restore = { [Symbol.dispose]: () => void (saved === undefined ? delete process.env.SPOOL_CACHE_DIR : (process.env.SPOOL_CACHE_DIR = saved)) };
     await using srv = await startTestServer({
       server: { takeWaitMs: 30_000, stopWaitMs: 30_000 },
       endpoints: { "image-fast": { handler: bare.exe, workersMin: 0, workersMax: 1, idleTimeout: 60 } },
     });
     expectPng((await generate(srv, "image-fast")).png, 256, 256);
+    expect(readdirSync(join(bare.dir, "spool")).filter((n) => n.startsWith("native-"))).toHaveLength(1);
   }, 120_000);
 });
