@@ -27,7 +27,8 @@ export function packageDataFiles(name: string, gpu: GpuKind | undefined): string
   if (prebuilt !== undefined) {
     // Only this machine's CPU build, plus the GPU build asked for; the others stay out
     // (their loaders then find no package.json and node-llama-cpp reports them unavailable).
-    const wanted = [llamaPlatform(), ...(gpu ? [`${llamaPlatform()}-${gpu}`] : [])];
+    // cuda-ext holds the CUDA 12 fallback of the CUDA 13 build.
+    const wanted = [llamaPlatform(), ...(gpu ? [`${llamaPlatform()}-${gpu}`] : []), ...(gpu === "cuda" ? [`${llamaPlatform()}-cuda-ext`] : [])];
     return wanted.includes(prebuilt) ? ["package.json", "bins/**"] : [];
   }
   return null;
