@@ -23,6 +23,7 @@ describe("redis store, several servers on one prefix", () => {
       for (const id of ["j1", "j2", "j3"]) await a.enqueue(newJob(id), T0);
       const heard = new Set<string>();
       const offs = ["j1", "j2", "j3"].map((id) => b.events.on(topics.job(id), () => heard.add(id)));
+      await b.get("ep", "j1", T0); // a waiter reads after it starts listening
       expect((await a.claim("ep", "w", 3, T0)).map((j) => j.id)).toEqual(["j1", "j2", "j3"]);
       for (let i = 0; i < 1_000 && heard.size < 3; i++) await Bun.sleep(1);
       expect([...heard].sort()).toEqual(["j1", "j2", "j3"]);
@@ -108,6 +109,34 @@ describe("redis store, several servers on one prefix", () => {
       expect(both.map((a) => a.ok)).toEqual([true, true]);
     } finally {
       await s.close();
+    }
+  });
+
+  test("a job's changes are announced only while some server listens to it", async () => {
+    const p = prefix();
+    const [a, b] = [await connect(p), await connect(p)];
+    const raw = new Bun.RedisClient(await redisUrl());
+    const heard: string[] = [];
+    const marker = Promise.withResolvers<void>();
+    await raw.subscribe(`${p}events`, (message: string) => {
+      heard.push(message);
+      if (message === topics.queue("marker")) marker.resolve();
+    });
+    try {
+      for (const id of ["quiet", "watched"]) await a.enqueue(newJob(id), T0);
+      const off = b.events.on(topics.job("watched"), () => {});
+      await b.get("ep", "watched", T0);
+      await a.claim("ep", "w", 2, T0);
+      await a.finish("w", "quiet", { output: 1 }, [], T0);
+      await a.finish("w", "watched", { output: 1 }, [], T0);
+      off();
+      await a.enqueue(newJob("m", { endpointId: "marker" }), T0); // one channel keeps its order
+      await marker.promise;
+      const jobTopics = heard.flatMap((m) => (m.startsWith("[") ? (JSON.parse(m) as string[]) : [m])).filter((t) => t.startsWith("job:"));
+      expect(jobTopics).toEqual([topics.job("watched"), topics.job("watched")]);
+    } finally {
+      raw.close();
+      await Promise.all([a.close(), b.close()]);
     }
   });
 });

@@ -119,6 +119,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT'
     remove(j)
   else
     redis.call('ZREM', P .. 'exp', id)
+    forgotten[#forgotten + 1] = 'job:' .. id
   end
   pub('job:' .. id)
   report.expired = report.expired + 1

@@ -1,15 +1,17 @@
 import { RedisClient } from "bun";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
-import { LocalEvents, type StoreEvents } from "../store-events.ts";
 import type {
   Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
 import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
+import { RedisEvents } from "./redis-events.ts";
+import { costE10, toJob } from "./redis-job-codec.ts";
 import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
-import { EPILOGUE, JOB_SCRIPTS, PRELUDE } from "./redis-lua-jobs.ts";
+import { JOB_SCRIPTS } from "./redis-lua-jobs.ts";
+import { EPILOGUE, PRELUDE } from "./redis-lua-prelude.ts";
 
 type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
 const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
@@ -19,65 +21,6 @@ const SWEEP_BATCH = 500;
 export const SCRIPT_SOURCES = Object.fromEntries(
   Object.entries(BODIES).map(([name, body]) => [name, PRELUDE + body + EPILOGUE]),
 ) as Record<ScriptName, string>;
-
-/** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
-function costE10(cost: number | undefined): string {
-  if (cost === undefined) return "";
-  const e10 = Math.round(cost * 1e10);
-  return Number.isSafeInteger(e10) && e10 >= 0 ? e10.toFixed(0) : "";
-}
-
-const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined : s);
-const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
-const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
-
-/** A job hash (all strings) as a StoredJob. */
-function toJob(h: Record<string, string>): StoredJob {
-  return {
-    id: h.id!,
-    endpointId: h.ep!,
-    status: h.status as JobStatus,
-    input: JSON.parse(h.input!),
-    webhook: opt(h.webhook),
-    policy: JSON.parse(h.policy!),
-    s3Config: json(opt(h.s3)),
-    sync: h.sync === "1",
-    keyId: opt(h.key),
-    createdAt: Number(h.created),
-    queuedAt: Number(h.queued),
-    startedAt: num(h.started),
-    completedAt: num(h.completed),
-    expiresAt: Number(h.expires),
-    // A final state leaves the deadline in the hash (one write less): it means something only while running.
-    deadline: h.status === "IN_PROGRESS" ? num(h.deadline) : undefined,
-    workerId: opt(h.worker),
-    output: json(h.output),
-    error: json(h.error),
-    progress: json(h.progress),
-    losses: Number(h.losses),
-    retries: Number(h.retries),
-  };
-}
-
-/** Pub/sub carries the topics every script publishes, so long-polls on any server wake. */
-class RedisEvents implements StoreEvents {
-  readonly local = new LocalEvents();
-  constructor(
-    private readonly client: RedisClient,
-    private readonly channel: string,
-  ) {}
-  on(topic: string, listener: () => void): () => void {
-    return this.local.on(topic, listener);
-  }
-  emit(topic: string): void {
-    void this.client.send("PUBLISH", [this.channel, topic]);
-  }
-  /** A message is one topic, or a JSON array of the topics one script announced. */
-  receive(message: string): void {
-    if (!message.startsWith("[")) return this.local.emit(message);
-    for (const topic of JSON.parse(message) as string[]) this.local.emit(topic);
-  }
-}
 
 /**
  * The store on Redis, for several servers: every change is one Lua script (atomic), all keys
@@ -98,7 +41,7 @@ export class RedisStore implements Store {
     this.#subscriber = subscriber;
     this.#prefix = prefix;
     this.#retention = options.retention;
-    this.events = new RedisEvents(client, `${prefix}events`);
+    this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     const slotKey = (bucket: string) => `${prefix}rc:${bucket}`;
     this.#admission = new ReservedAdmission({
       reserve: async (r) => {

@@ -1,0 +1,59 @@
+import type { RedisClient } from "bun";
+import { LocalEvents, type StoreEvents } from "../store-events.ts";
+
+/**
+ * Pub/sub carries the topics the scripts announce, so long-polls on any server wake. A job's
+ * topic is announced only while some server listens to it (registered in the hash \`listen\`), so
+ * jobs nobody waits on cost no message to every server.
+ */
+export class RedisEvents implements StoreEvents {
+  readonly local = new LocalEvents();
+  /** Job topics with listeners here, and how many. */
+  readonly #listened = new Map<string, number>();
+  /** Job topics whose last listener here left this tick: unregistered after it unless one comes back. */
+  readonly #leaving = new Set<string>();
+  #leaveTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly channel: string,
+    private readonly listenKey: string,
+  ) {}
+
+  on(topic: string, listener: () => void): () => void {
+    const off = this.local.on(topic, listener);
+    if (!topic.startsWith("job:")) return off;
+    const n = this.#listened.get(topic) ?? 0;
+    this.#listened.set(topic, n + 1);
+    // Sent before whatever the listener's caller reads next on the same connection, so a change
+    // that read missed is announced.
+    if (n === 0 && !this.#leaving.delete(topic)) void this.client.send("HINCRBY", [this.listenKey, topic, "1"]).catch(() => {});
+    let gone = false;
+    return () => {
+      if (gone) return;
+      gone = true;
+      off();
+      const left = this.#listened.get(topic)! - 1;
+      if (left > 0) return void this.#listened.set(topic, left);
+      this.#listened.delete(topic);
+      this.#leaving.add(topic);
+      this.#leaveTimer ??= setTimeout(() => this.#unregister(), 0);
+    };
+  }
+
+  #unregister(): void {
+    this.#leaveTimer = undefined;
+    for (const topic of this.#leaving) void this.client.send("HINCRBY", [this.listenKey, topic, "-1"]).catch(() => {});
+    this.#leaving.clear();
+  }
+
+  emit(topic: string): void {
+    void this.client.send("PUBLISH", [this.channel, topic]);
+  }
+
+  /** A message is one topic, or a JSON array of the topics one script announced. */
+  receive(message: string): void {
+    if (!message.startsWith("[")) return this.local.emit(message);
+    for (const topic of JSON.parse(message) as string[]) this.local.emit(topic);
+  }
+}

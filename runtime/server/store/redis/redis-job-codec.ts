@@ -1,0 +1,41 @@
+import type { JobStatus } from "../../../protocol/limits.ts";
+import type { StoredJob } from "../store.ts";
+
+/** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
+export function costE10(cost: number | undefined): string {
+  if (cost === undefined) return "";
+  const e10 = Math.round(cost * 1e10);
+  return Number.isSafeInteger(e10) && e10 >= 0 ? e10.toFixed(0) : "";
+}
+
+const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined : s);
+const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
+const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
+
+/** A job hash (all strings) as a StoredJob. */
+export function toJob(h: Record<string, string>): StoredJob {
+  return {
+    id: h.id!,
+    endpointId: h.ep!,
+    status: h.status as JobStatus,
+    input: JSON.parse(h.input!),
+    webhook: opt(h.webhook),
+    policy: JSON.parse(h.policy!),
+    s3Config: json(opt(h.s3)),
+    sync: h.sync === "1",
+    keyId: opt(h.key),
+    createdAt: Number(h.created),
+    queuedAt: Number(h.queued),
+    startedAt: num(h.started),
+    completedAt: num(h.completed),
+    expiresAt: Number(h.expires),
+    // A final state leaves the deadline in the hash (one write less): it means something only while running.
+    deadline: h.status === "IN_PROGRESS" ? num(h.deadline) : undefined,
+    workerId: opt(h.worker),
+    output: json(h.output),
+    error: json(h.error),
+    progress: json(h.progress),
+    losses: Number(h.losses),
+    retries: Number(h.retries),
+  };
+}

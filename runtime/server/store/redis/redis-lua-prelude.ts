@@ -1,0 +1,127 @@
+/**
+ * Lua for the Redis store: every state change of a job runs as one script, so it is atomic
+ * across servers, and publishes its topics on the events channel. ARGV[1] is the key prefix,
+ * ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own arguments follow.
+ */
+export const PRELUDE = `
+local P = ARGV[1]
+local now = tonumber(ARGV[4])
+local function n(x) return string.format('%.0f', x) end
+local function jk(id) return P .. 'job:' .. id end
+local function job(id)
+  local h = redis.call('HGETALL', jk(id))
+  if #h == 0 then return nil end
+  local t = {}
+  for i = 1, #h, 2 do t[h[i]] = h[i + 1] end
+  return t
+end
+local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end
+-- Topics are collected and published once when the script ends (one message, a JSON array when several).
+local topics = {}
+local function pub(topic) topics[#topics + 1] = topic end
+-- Topics of removed jobs: their listener counts go once the last announcement is out.
+local forgotten = {}
+local function st(ep, status) return P .. 'st:' .. ep .. ':' .. status end
+-- Writes fields (name, value, ...) to the job's hash and to the table j, in one HSET.
+local function put(j, fields)
+  redis.call('HSET', jk(j.id), unpack(fields))
+  for i = 1, #fields, 2 do j[fields[i]] = fields[i + 1] end
+end
+-- Deletes the named fields the job has (none: no command).
+local function drop(j, names)
+  local present = {}
+  for _, f in ipairs(names) do if j[f] ~= nil then present[#present + 1] = f; j[f] = nil end end
+  if #present > 0 then redis.call('HDEL', jk(j.id), unpack(present)) end
+end
+-- The status and expiry indexes, then the hash with \`fields\`; exp is written only when the expiry moves.
+local function setStatus(j, new, expires, fields)
+  local e = n(expires)
+  redis.call('ZREM', st(j.ep, j.status), j.id)
+  redis.call('ZADD', st(j.ep, new), expires, j.id)
+  if j.low == '1' then
+    if new == 'IN_QUEUE' then redis.call('ZADD', st(j.ep, 'LOW'), expires, j.id)
+    elseif j.status == 'IN_QUEUE' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
+  end
+  if e ~= j.expires then redis.call('ZADD', P .. 'exp', expires, j.id) end
+  local f = {'status', new, 'expires', e}
+  for _, v in ipairs(fields or {}) do f[#f + 1] = v end
+  put(j, f)
+end
+local function retention(j) if j.sync == '1' then return tonumber(ARGV[2]) end return tonumber(ARGV[3]) end
+local function owe(j)
+  if j.webhook and j.webhook ~= '' then
+    local d = j.id .. ':' .. redis.call('INCR', P .. 'dlseq')
+    redis.call('HSET', P .. 'dl:' .. d, 'url', j.webhook, 'job', cjson.encode(j), 'attempts', 0)
+    redis.call('ZADD', P .. 'dl', now, d)
+    pub('webhooks')
+  end
+end
+local function stop(j)
+  if j.worker and j.worker ~= '' then
+    redis.call('SADD', P .. 'stops:' .. j.worker, j.id)
+    pub('stop:' .. j.worker)
+  end
+end
+-- RPUSH of many values, in slices (unpack has a stack limit).
+local function rpush(key, list)
+  for i = 1, #list, 1000 do redis.call('RPUSH', key, unpack(list, i, math.min(i + 999, #list))) end
+end
+local function unrun(j)
+  redis.call('ZREM', P .. 'run', j.id)
+  if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'wjobs:' .. j.worker, j.id) end
+end
+local function remove(j)
+  redis.call('DEL', jk(j.id), P .. 'ch:' .. j.id)
+  forgotten[#forgotten + 1] = 'job:' .. j.id
+  redis.call('ZREM', P .. 'q:' .. j.ep, j.id)
+  redis.call('ZREM', P .. 'exp', j.id)
+  redis.call('ZREM', P .. 'list:' .. j.ep, j.id)
+  redis.call('ZREM', st(j.ep, j.status), j.id)
+  if j.low == '1' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
+  unrun(j)
+end
+-- A final state. worker and deadline stay in the hash (read only while IN_PROGRESS), saving a write.
+local function ended(j, status, fields)
+  drop(j, {'progress'})
+  fields = fields or {}
+  fields[#fields + 1] = 'completed'; fields[#fields + 1] = n(now)
+  setStatus(j, status, now + retention(j), fields)
+  owe(j)
+  pub('job:' .. j.id)
+end
+-- The worker-loss rule for one job: re-queued the first time, FAILED the second.
+local function lose(j, w, why)
+  unrun(j)
+  if tonumber(j.losses) == 0 then
+    drop(j, {'worker', 'started', 'deadline', 'progress'})
+    setStatus(j, 'IN_QUEUE', tonumber(j.expires), {'losses', '1'})
+    redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
+    pub('queue:' .. j.ep); pub('job:' .. j.id)
+    return 'requeued'
+  end
+  ended(j, 'FAILED', {'error', cjson.encode('worker ' .. w .. ' was lost while running the job (' .. why .. '), twice')})
+  return 'lost'
+end
+local function script()
+`;
+
+/** Closes the script function PRELUDE opened: runs it, then publishes what it collected. */
+export const EPILOGUE = `
+end
+local result = script()
+-- A job's topic goes out only while a server listens to it (see redis-events.ts).
+local out, jobs = {}, {}
+for _, t in ipairs(topics) do
+  if string.sub(t, 1, 4) == 'job:' then jobs[#jobs + 1] = t else out[#out + 1] = t end
+end
+for i = 1, #jobs, 1000 do
+  local counts = redis.call('HMGET', P .. 'listen', unpack(jobs, i, math.min(i + 999, #jobs)))
+  for k, c in ipairs(counts) do
+    if c and tonumber(c) > 0 then out[#out + 1] = jobs[i + k - 1] end
+  end
+end
+if #out == 1 then redis.call('PUBLISH', P .. 'events', out[1])
+elseif #out > 1 then redis.call('PUBLISH', P .. 'events', cjson.encode(out)) end
+for i = 1, #forgotten, 1000 do redis.call('HDEL', P .. 'listen', unpack(forgotten, i, math.min(i + 999, #forgotten))) end
+return result
+`;
