@@ -17,6 +17,9 @@ const shot = async (page: Page, name: string) => {
 /** Evaluates an expression in the page (the tests' own types have no DOM). */
 const inPage = <T = unknown>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
 
+/** Script errors and Content-Security-Policy violations of every signed-in page: there must be none. */
+const pageErrors: string[] = [];
+
 let env: DashboardServer;
 let browser: Browser & AsyncDisposable;
 beforeAll(async () => {
@@ -24,6 +27,7 @@ beforeAll(async () => {
   browser = await launchChromium();
 }, 120_000);
 afterAll(async () => {
+  expect(pageErrors).toEqual([]);
   await browser?.close();
   await env?.[Symbol.asyncDispose]();
 });
@@ -32,7 +36,8 @@ afterAll(async () => {
 async function signedIn(key: string): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
-  page.on("pageerror", (err) => console.error("page error:", err));
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  page.on("console", (m) => void (/Content.Security.Policy/i.test(m.text()) && pageErrors.push(m.text())));
   await page.goto(`${env.srv.url}/dashboard`);
   // By keyboard alone: the key field is the first stop, Enter signs in.
   await page.keyboard.press("Tab");
