@@ -1,11 +1,15 @@
 #!/usr/bin/env bun
 /**
  * Queue benchmark. Spool servers run as `spool serve` in separate processes (so this client does
- * not share a server's event loop); this process runs the submitters and the protocol workers
- * (job-take -> job-done over HTTP). It measures
- *   - embedded store: end-to-end jobs/s of no-op jobs with 1 and 4 workers, and 4 workers
- *     taking batches; /runsync round-trip latency over an instant job (p50/p99);
- *   - Redis store: a throwaway redis-server (AOF on, appendfsync everysec) and the same
+ * not share a server's event loop); this process runs the submitters. It measures
+ *   - embedded store beside BullMQ: end-to-end jobs/s of no-op jobs with 4 worker processes
+ *     taking one job at a time and 4 taking batches (Spool's over HTTP, BullMQ's Workers in
+ *     processes of their own on a fresh redis-server with AOF, same run), as the ratio
+ *     Spool/BullMQ, with the server's CPU per job (from /proc);
+ *   - embedded store under a backlog: submit jobs/s and job-take + job-done latency with 1k,
+ *     10k and 100k jobs queued, and the server's RSS;
+ *   - /runsync round-trip latency over an instant job (p50/p99) beside an authenticated 404;
+ *   - Redis store (protocol workers in this process): a throwaway redis-server (AOF on, appendfsync everysec) and the same
  *     scenarios on 1 server and on 2 servers sharing it (workers and submitters spread over both
  *     URLs), then the same jobs through BullMQ on the same redis-server with the same number of
  *     workers and the same concurrency, printed as the ratio Spool/BullMQ; plus an untimed
@@ -14,7 +18,8 @@
  * /health are exact. The scenarios live in scripts/bench/queue-*.ts.
  *
  *   bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis]
- *       [--jobs 3000] [--runsync 500] [--clients 4] [--batch 8] [--profile 200]
+ *       [--jobs 5000] [--runsync 500] [--clients 16] [--batch 8] [--profile 200]
+ *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300]
  *
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed.
@@ -28,11 +33,15 @@ import { profile } from "./bench/queue-monitor.ts";
 import { f1, f2, printLatency, printProfiles, printRatios, printThroughput, rate } from "./bench/queue-report.ts";
 import { createQueueSession } from "./bench/queue-session.ts";
 import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
+import { backlogRun, type BacklogRun } from "./bench/queue-backlog.ts";
+import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
+import { printBacklog, printSideBySide } from "./bench/queue-side-by-side.ts";
 import type { Throughput } from "./bench/queue-timing.ts";
 
 const USAGE =
-  "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 3000] [--runsync 500]\n" +
-  "                                  [--clients 4] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]";
+  "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 5000] [--runsync 500]\n" +
+  "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
+  "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300]";
 const cli = benchCli("bench-queue", USAGE);
 
 const { values: flags } = parseArgs({
@@ -40,9 +49,12 @@ const { values: flags } = parseArgs({
   options: {
     mode: { type: "string" },
     store: { type: "string" },
-    jobs: { type: "string", default: "3000" },
+    jobs: { type: "string", default: "5000" },
     runsync: { type: "string", default: "500" },
-    clients: { type: "string", default: "4" },
+    clients: { type: "string", default: "16" },
+    backlog: { type: "string", default: "1000,10000,100000" },
+    submits: { type: "string", default: "2000" },
+    takes: { type: "string", default: "300" },
     batch: { type: "string", default: "8" },
     profile: { type: "string", default: "200" },
     help: { type: "boolean", short: "h" },
@@ -54,6 +66,9 @@ const RUNSYNC = cli.int("runsync", flags.runsync);
 const CLIENTS = cli.int("clients", flags.clients);
 const BATCH = cli.int("batch", flags.batch);
 const PROFILE = cli.int("profile", flags.profile, 0);
+const BACKLOG = flags.backlog!.split(",").filter(Boolean).map((n) => cli.int("backlog", n));
+const SUBMITS = cli.int("submits", flags.submits);
+const TAKES = cli.int("takes", flags.takes);
 const MODES = ["embedded", "redis", "all"] as const;
 type Mode = (typeof MODES)[number];
 if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flags.store) {
@@ -78,7 +93,6 @@ async function main(): Promise<void> {
   console.log(`spool queue benchmark (mode ${MODE}): ${JOBS} no-op jobs per throughput run, ${CLIENTS} submit loops; ${RUNSYNC} runsync calls`);
   console.log(`machine: ${info}\n`);
 
-  const embedded: Throughput[] = [];
   const onRedis: Throughput[] = [];
   const lat: Latency[] = [];
   let redisInfo = "";
@@ -94,12 +108,28 @@ async function main(): Promise<void> {
     { label: `4 workers × ${BATCH} (job-take-batch, batch_size=${BATCH})`, name: "w4-batch", workers: 4, size: BATCH, concurrency: BATCH },
   ] as const;
 
+  const sideBySide: ProcessRun[] = [];
+  const backlog: BacklogRun[] = [];
+  const processShapes = [
+    { name: "4x1", label: "4 workers × 1 (Spool job-take)", workers: 4, size: null, concurrency: 1 },
+    { name: `4x${BATCH}`, label: `4 workers × ${BATCH} (Spool job-take-batch of ${BATCH})`, workers: 4, size: BATCH, concurrency: BATCH },
+  ];
   if (MODE !== "redis") {
-    console.log("embedded store:");
-    for (const sh of shapes) {
-      const r = await spoolThroughput(session, { ...sh, servers: 1, redis: false });
-      embedded.push(r);
-      log(r);
+    const redis = await session.startRedis();
+    redisInfo = await redisAndBullVersions(session);
+    console.log(`embedded store beside BullMQ (${redisInfo}), worker processes:`);
+    for (const sh of processShapes) {
+      const sp = await spoolProcesses(session, { ...sh, shape: sh.name });
+      await redis.client.send("FLUSHALL", []);
+      const bu = await bullProcesses(session, { ...sh, shape: sh.name });
+      sideBySide.push(sp, bu);
+      console.log(`  ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+    }
+    console.log("embedded store under a backlog:");
+    for (const n of BACKLOG) {
+      const b = await backlogRun(session, n, SUBMITS, TAKES);
+      backlog.push(b);
+      console.log(`  ${n} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
     }
     const l = await runsyncLatency(session, false);
     lat.push(...l);
@@ -107,7 +137,7 @@ async function main(): Promise<void> {
   }
 
   if (MODE !== "embedded") {
-    const redis = await session.startRedis();
+    const redis = session.redis ?? (await session.startRedis());
     redisInfo = await redisAndBullVersions(session);
     console.log(`Redis store and BullMQ on one ${redisInfo}, port ${redis.port}:`);
     for (const sh of shapes) {
@@ -138,9 +168,13 @@ async function main(): Promise<void> {
     console.log("");
   }
 
-  if (embedded.length) {
-    console.log("### Embedded store (SQLite), 1 server\n");
-    printThroughput(embedded, false);
+  if (sideBySide.length) {
+    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs, ${CLIENTS} submit loops)\n`);
+    printSideBySide(sideBySide, processShapes);
+  }
+  if (backlog.length) {
+    console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops; ${TAKES} take+done by one worker)\n`);
+    printBacklog(backlog);
   }
   if (onRedis.length) {
     console.log(`### Redis store vs BullMQ on the same Redis\n`);
@@ -150,9 +184,8 @@ async function main(): Promise<void> {
   if (profiles.length) printProfiles(profiles, PROFILE);
   if (lat.length) printLatency(lat);
   console.log(`machine: ${info}${redisInfo ? `; ${redisInfo}` : ""}`);
-  console.log(`Spool servers run in their own processes; the submit loops (${CLIENTS}) and Spool's protocol workers (HTTP job-take -> job-done)`);
-  const bullNote = " BullMQ's Workers run in this process too and talk to Redis directly (no HTTP hop, no server process).";
-  console.log(`run in this one.${onRedis.length ? bullNote : ""}`);
+  console.log(`Spool servers run in their own processes and the submit loops (${CLIENTS}) in this one. Beside BullMQ, Spool's protocol workers`);
+  console.log("(HTTP job-take -> job-done) and BullMQ's Workers each run in 4 processes of their own; in the Redis-store table both run in this process.");
   console.log(`"submit-only jobs/s" is the rate submissions were answered while the workers drained; CPU is user+system over the`);
   const statsNote = " Redis commands/job counts commands inside scripts too (INFO commandstats).";
   console.log(`timed window (other processes from /proc, 10 ms ticks).${onRedis.length ? statsNote : ""}`);

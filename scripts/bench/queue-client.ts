@@ -64,7 +64,14 @@ const isAbort = (e: unknown) => (e as Error)?.name === "AbortError" || (e as Err
  * Starts `workers` loops of take -> done until `stop` aborts, worker i on clients[i % n]. Calls
  * `onDone` after each job-done is answered. Rejects on the first error that is not the abort.
  */
-export function startWorkers(clients: QueueClient[], workers: number, size: number | null, stop: AbortSignal, onDone: () => void): Promise<void> {
+export function startWorkers(
+  clients: QueueClient[],
+  workers: number,
+  size: number | null,
+  stop: AbortSignal,
+  onDone: () => void,
+  idPrefix = "bench-w",
+): Promise<void> {
   const loop = async (c: QueueClient, workerId: string) => {
     while (!stop.aborted) {
       let jobs: { id: string }[];
@@ -83,5 +90,5 @@ export function startWorkers(clients: QueueClient[], workers: number, size: numb
       );
     }
   };
-  return Promise.all(Array.from({ length: workers }, (_, i) => loop(clients[i % clients.length]!, `bench-w${i}`))).then(() => {});
+  return Promise.all(Array.from({ length: workers }, (_, i) => loop(clients[i % clients.length]!, `${idPrefix}${i}`))).then(() => {});
 }

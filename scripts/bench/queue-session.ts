@@ -29,7 +29,7 @@ export interface QueueSession {
   /** `prefix-N`, N counting up: unique data dirs, Redis key prefixes and BullMQ queue names. */
   unique(prefix: string): string;
   /** Starts `spool serve` on a fresh data dir; with `store` (a Redis URL) it shares that store. */
-  startServer(name: string, opts?: { store?: string; key?: string }): Promise<SpoolProcess>;
+  startServer(name: string, opts?: { store?: string; key?: string; prepare?: (dataDir: string) => Promise<void> }): Promise<SpoolProcess>;
   stopServer(server: SpoolProcess): Promise<void>;
   startRedis(): Promise<RedisProcess>;
   /** What every running server and redis-server wrote (for a failure report). */
@@ -70,7 +70,8 @@ export function createQueueSession(settings: QueueSettings): QueueSession {
     async startServer(name, opts = {}) {
       const dataDir = join(tmpRoot, name);
       mkdirSync(dataDir);
-      const server = await startSpool({ name, dataDir, configPath, ...opts });
+      await opts.prepare?.(dataDir);
+      const server = await startSpool({ name, dataDir, configPath, store: opts.store, key: opts.key });
       running.add(server);
       return server;
     },

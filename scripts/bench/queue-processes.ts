@@ -1,0 +1,128 @@
+import { Queue } from "bullmq";
+import { join } from "node:path";
+import { drain, outputTail } from "./pipes.ts";
+import { ownCpu, processCpu } from "./process-cpu.ts";
+import { stopProcess } from "./processes.ts";
+import { queueClient } from "./queue-client.ts";
+import type { QueueSession } from "./queue-session.ts";
+
+/** One side-by-side run: workers in processes of their own, submit loops in this process. */
+export interface ProcessRun {
+  system: "Spool" | "BullMQ";
+  shape: string;
+  jobs: number;
+  seconds: number;
+  /** CPU of the Spool server process (NaN for BullMQ). */
+  serverCpuS: number;
+  workersCpuS: number;
+  benchCpuS: number;
+  redisCpuS: number;
+}
+
+/** A worker process, ready (it printed "ready"). */
+async function spawnReady(args: string[], name: string): Promise<Bun.Subprocess<"ignore", "pipe", "pipe">> {
+  const proc = Bun.spawn([process.execPath, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const err = outputTail(5_000);
+  void drain(proc.stderr, err.add);
+  const ready = Promise.withResolvers<void>();
+  let out = "";
+  void drain(proc.stdout, (s) => {
+    out += s;
+    if (out.includes("ready")) ready.resolve();
+  });
+  void proc.exited.then((code) => ready.reject(new Error(`${name} exited with ${code} before it was ready:\n${err.text()}`)));
+  const timer = setTimeout(() => ready.reject(new Error(`${name} not ready after 15 s:\n${err.text()}`)), 15_000);
+  try {
+    await ready.promise;
+  } catch (e) {
+    proc.kill("SIGKILL");
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  return proc;
+}
+
+/**
+ * Times `jobs` submissions through the session's submit loops until `completed()` reaches
+ * `jobs` (polled every 5 ms), with CPU readings of the given processes around the window.
+ */
+async function timeRun(
+  session: QueueSession,
+  jobs: number,
+  submit: (i: number) => Promise<unknown>,
+  completed: () => Promise<number>,
+  pids: { server?: number; workers: number[] },
+) {
+  await Bun.sleep(200); // workers parked on their first take
+  const cpu = () => ({
+    server: pids.server === undefined ? NaN : processCpu(pids.server),
+    workers: pids.workers.reduce((a, p) => a + processCpu(p), 0),
+    bench: ownCpu(),
+    redis: session.redis ? processCpu(session.redis.proc.pid) : NaN,
+  });
+  const c0 = cpu();
+  const start = performance.now();
+  let next = 0;
+  const loops = Array.from({ length: Math.min(session.settings.clients, jobs) }, async () => {
+    while (next < jobs) await submit(next++);
+  });
+  const submitted = Promise.all(loops);
+  let failed: unknown;
+  submitted.catch((e) => (failed = e));
+  for (;;) {
+    if (failed) throw failed;
+    if ((await completed()) >= jobs) break;
+    await Bun.sleep(5);
+  }
+  const seconds = (performance.now() - start) / 1000;
+  await submitted;
+  const c1 = cpu();
+  return { seconds, serverCpuS: c1.server - c0.server, workersCpuS: c1.workers - c0.workers, benchCpuS: c1.bench - c0.bench, redisCpuS: c1.redis - c0.redis };
+}
+
+/** Spool on a fresh embedded store: `workers` worker processes taking one job or batches of `size`. */
+export async function spoolProcesses(session: QueueSession, s: { shape: string; workers: number; size: number | null; jobs?: number }): Promise<ProcessRun> {
+  const jobs = s.jobs ?? session.settings.jobs;
+  const server = await session.startServer(session.unique(`p-${s.shape}`));
+  const procs: Bun.Subprocess[] = [];
+  try {
+    const script = join(import.meta.dir, "queue-worker-process.ts");
+    for (let i = 0; i < s.workers; i++) {
+      procs.push(await spawnReady([script, server.url, server.key, `pw${i}-`, String(s.size ?? 0)], `worker process ${i}`));
+    }
+    const c = queueClient(server);
+    const t = await timeRun(session, jobs, (i) => c.run({ i }), async () => (await c.health()).jobs.completed, {
+      server: server.proc.pid,
+      workers: procs.map((p) => p.pid),
+    });
+    const h = (await c.health()).jobs;
+    if (h.completed !== jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`Spool ${s.shape}: expected ${jobs} completed, /health says ${JSON.stringify(h)}`);
+    return { system: "Spool", shape: s.shape, jobs, ...t };
+  } finally {
+    await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
+    await session.stopServer(server);
+  }
+}
+
+/** BullMQ on the session's redis-server: `workers` Worker processes of `concurrency` each. */
+export async function bullProcesses(session: QueueSession, s: { shape: string; workers: number; concurrency: number; jobs?: number }): Promise<ProcessRun> {
+  const jobs = s.jobs ?? session.settings.jobs;
+  const name = session.unique("bull");
+  const connection = { host: "127.0.0.1", port: session.redis!.port, maxRetriesPerRequest: null };
+  const queue = new Queue(name, { connection });
+  const procs: Bun.Subprocess[] = [];
+  try {
+    await queue.waitUntilReady();
+    const script = join(import.meta.dir, "bull-worker-process.ts");
+    for (let i = 0; i < s.workers; i++) procs.push(await spawnReady([script, String(session.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
+    const t = await timeRun(session, jobs, (i) => queue.add("noop", { i }), () => queue.getCompletedCount(), { workers: procs.map((p) => p.pid) });
+    const counts = await queue.getJobCounts("completed", "failed", "waiting", "active");
+    if (counts.completed !== jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${jobs} completed, counts ${JSON.stringify(counts)}`);
+    return { system: "BullMQ", shape: s.shape, jobs, ...t };
+  } finally {
+    await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
+    await queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+  }
+}
