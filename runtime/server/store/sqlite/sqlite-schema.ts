@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(endpoint, status, seq);
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
-CREATE INDEX IF NOT EXISTS jobs_running ON jobs(status, deadline);
+CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
 CREATE INDEX IF NOT EXISTS jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS stream_chunks (
   job_id TEXT NOT NULL,
@@ -90,6 +90,9 @@ export const MIGRATIONS: Record<number, string> = {
   // jobs_worker_status and stops_job (in SCHEMA) replace an index that made a worker's running
   // jobs a walk through every job it ever ran.
   5: `DROP INDEX IF EXISTS jobs_worker;`,
+  // jobs_deadline (in SCHEMA) holds running jobs only, so a submission or a result no longer
+  // updates an index of every job by status.
+  6: `DROP INDEX IF EXISTS jobs_running;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
