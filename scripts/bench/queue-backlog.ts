@@ -54,8 +54,11 @@ export async function backlogRun(session: QueueSession, queued: number, submits:
     const h = await c.health();
     const startSeconds = (performance.now() - filled) / 1000;
     if (h.jobs.inQueue !== queued) throw new Error(`backlog ${queued}: /health says ${h.jobs.inQueue} queued`);
-    // Warm up both processes before timing.
-    for (let i = 0; i < 200; i++) await c.run({ warm: i });
+    // Warm up both processes (JIT, the server's statement cache) before timing.
+    let warm = 0;
+    await Promise.all(Array.from({ length: session.settings.clients }, async () => {
+      while (warm < 1000) await c.run({ warm: warm++ });
+    }));
     const cpu0 = processCpu(server.proc.pid);
     const start = performance.now();
     let next = 0;

@@ -42,6 +42,9 @@ export class SqliteStore implements Store {
     this.#db.run("PRAGMA journal_mode = WAL");
     this.#db.run("PRAGMA synchronous = NORMAL");
     this.#db.run("PRAGMA busy_timeout = 5000");
+    // The hot pages of a deep queue (rows, the id index and the other indexes) stay in memory
+    // rather than being read back from the OS on every take and result (the default is 2 MB).
+    this.#db.run("PRAGMA cache_size = -65536");
     if (path !== ":memory:") {
       // Checkpoints (and the file sync each ends with) run in a thread of their own; this
       // connection checkpoints only if the log ever grows past ~40 MB without one.
