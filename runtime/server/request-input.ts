@@ -4,15 +4,42 @@ import { z } from "zod";
 import { describeIssues } from "../protocol/job-request.ts";
 import { HttpError } from "./http-error.ts";
 
+/**
+ * How deep arrays and objects may nest in a request body: deeper values cannot be stored (the
+ * server's own JSON.stringify runs out of stack near 100,000 levels) and Python workers cannot
+ * read them (json.loads stops near 1,000).
+ */
+export const MAX_JSON_DEPTH = 512;
+
 /** Parses a request body as JSON whatever its content type (runpod-python posts form-encoded JSON). */
 export async function readJson(req: Request): Promise<unknown> {
   const text = await req.text();
   if (!text.trim()) throw new HttpError(400, "request body is empty; expected JSON");
+  let value: unknown;
   try {
-    return JSON.parse(text);
-  } catch {
+    value = JSON.parse(text);
+  } catch (err) {
+    if (err instanceof RangeError) throw tooDeep();
     throw new HttpError(400, "request body is not valid JSON");
   }
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) throw tooDeep();
+  return value;
+}
+
+const tooDeep = () => new HttpError(400, `request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+
+/** Whether arrays and objects in `value` nest deeper than `limit` (without recursion). */
+function nestsDeeperThan(value: unknown, limit: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const stack: Array<[object, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
 }
 
 /** Validates with a zod schema, answering 400 with a message that names each bad field. */
