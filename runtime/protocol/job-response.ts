@@ -1,34 +1,63 @@
-import type { JobStatus } from "./limits.ts";
+import { z } from "zod";
+import { JOB_STATES } from "./limits.ts";
 
-/** Job response of /run, /runsync, /status, /retry, /cancel (times in milliseconds). */
-export interface JobResponse {
-  id: string;
-  status: JobStatus;
-  delayTime?: number;
-  executionTime?: number;
-  output?: unknown;
-  error?: unknown;
-  workerId?: string;
+/** A job's state: IN_QUEUE, IN_PROGRESS, COMPLETED, FAILED, CANCELLED, TIMED_OUT. */
+export const jobStatusSchema = z.enum(JOB_STATES);
+
+/** Job response of /runsync, /status, /status-sync and webhook calls (times in milliseconds). */
+export const jobResponseSchema = z.object({
+  id: z.string(),
+  status: jobStatusSchema,
+  /** Milliseconds from entering the queue to being taken. */
+  delayTime: z.number().optional(),
+  /** Milliseconds from being taken to the final state. */
+  executionTime: z.number().optional(),
+  /** The handler's output (COMPLETED), or its last progress value (IN_PROGRESS). */
+  output: z.unknown().optional(),
+  error: z.unknown().optional(),
+  workerId: z.string().optional(),
   /**
    * /status of an IN_QUEUE job: how many queued jobs of the endpoint will be taken before it
    * (0: next). Spool's addition to RunPod's shape; clients that do not know it ignore it.
    */
-  queuePosition?: number;
-}
+  queuePosition: z.number().int().min(0).optional(),
+});
+export type JobResponse = z.infer<typeof jobResponseSchema>;
 
-export interface StreamResponse {
-  id: string;
-  status: JobStatus;
-  stream: { output: unknown; metrics?: unknown }[];
-}
+/** Answer of /run, /cancel, /retry, and of /runsync when the job is not done in time. */
+export const jobStateSchema = z.object({ id: z.string(), status: jobStatusSchema });
+export type JobState = z.infer<typeof jobStateSchema>;
 
-export interface HealthResponse {
-  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+/** One /stream element: a yielded value as {output}, or a chunk that carries its own metrics. */
+export const streamElementSchema = z.object({ output: z.unknown(), metrics: z.unknown().optional() });
+
+export const streamResponseSchema = z.object({
+  id: z.string(),
+  status: jobStatusSchema,
+  /** Chunks no earlier /stream call returned, oldest first. */
+  stream: z.array(streamElementSchema),
+});
+export type StreamResponse = z.infer<typeof streamResponseSchema>;
+
+const count = z.number().int().min(0);
+
+export const healthResponseSchema = z.object({
+  jobs: z.object({ completed: count, failed: count, inProgress: count, inQueue: count, retried: count }),
   /** idle and running are the specification's; initializing and unhealthy are RunPod's worker states. */
-  workers: { idle: number; running: number; initializing: number; unhealthy: number };
-}
+  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count }),
+});
+export type HealthResponse = z.infer<typeof healthResponseSchema>;
 
-export interface PurgeResponse {
-  removed: number;
-  status: "completed";
-}
+export const purgeResponseSchema = z.object({ removed: count, status: z.literal("completed") });
+export type PurgeResponse = z.infer<typeof purgeResponseSchema>;
+
+/** A page of /requests: recent jobs of the endpoint, newest first. */
+export const requestsPageSchema = z.object({
+  requests: z.array(jobResponseSchema.extend({ createdAt: z.string(), sync: z.boolean() })),
+  /** Pass as ?cursor= for the next page; absent on the last one. */
+  nextCursor: z.string().optional(),
+});
+export type RequestsPage = z.infer<typeof requestsPageSchema>;
+
+/** Every error of the job API and the worker protocol. */
+export const errorResponseSchema = z.object({ error: z.string() });

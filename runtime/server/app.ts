@@ -5,6 +5,7 @@ import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
+import { openapiRoutes } from "./openapi/openapi-routes.ts";
 import type { FileStore, LocalFileStore } from "./files/file-store.ts";
 import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
@@ -41,6 +42,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
   app.route("/", metricsRoutes(deps, metrics));
+  app.route("/", openapiRoutes(deps));
   app.route("/dashboard/api", dashboardApi(deps));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));

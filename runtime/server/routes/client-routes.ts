@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import { jobRequestSchema } from "../../protocol/job-request.ts";
-import type { HealthResponse, PurgeResponse, StreamResponse } from "../../protocol/job-response.ts";
+import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
 import { isFinal, JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
@@ -22,7 +22,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
     const job = await submit(c, false);
-    return c.json({ id: job.id, status: job.status });
+    return c.json({ id: job.id, status: job.status } satisfies JobState);
   });
 
   app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
@@ -70,7 +70,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const id = c.req.param("id");
     const job = await jobs.cancel(c.var.endpointId, id);
     if (!job) throw notFound(id);
-    return c.json({ id: job.id, status: job.status });
+    return c.json({ id: job.id, status: job.status } satisfies JobState);
   });
 
   app.post("/retry/:id", async (c) => {
@@ -80,7 +80,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (outcome.kind === "conflict") {
       throw new HttpError(400, `job ${id} is ${outcome.status}; only FAILED or TIMED_OUT jobs can be retried`);
     }
-    return c.json({ id: outcome.job.id, status: outcome.job.status });
+    return c.json({ id: outcome.job.id, status: outcome.job.status } satisfies JobState);
   });
 
   app.post("/purge-queue", async (c) => {
@@ -106,7 +106,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     return c.json({
       requests: page.jobs.map((j) => ({ ...jobResponse(j), createdAt: new Date(j.createdAt).toISOString(), sync: j.sync })),
       ...(page.next ? { nextCursor: page.next } : {}),
-    });
+    } satisfies RequestsPage);
   });
 
   return app;

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import type { FileUploadResponse } from "../../protocol/worker-wire.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { limitBody } from "../request-input.ts";
@@ -26,7 +27,7 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore): Hono<AppEnv> 
       if (message.startsWith("invalid upload name")) throw new HttpError(400, message);
       throw err;
     }
-    return c.json({ url });
+    return c.json({ url } satisfies FileUploadResponse);
   });
   return app;
 }

@@ -1,6 +1,7 @@
 import type { JobStatus } from "../../protocol/limits.ts";
 import { HttpError } from "../http-error.ts";
 import type { StoredJob } from "../store/store.ts";
+import type { OpenaiErrorBody } from "../../protocol/openai-wire.ts";
 
 /** An error in OpenAI's body shape; `param` names the request field at fault. */
 export class OpenaiError extends HttpError {
@@ -10,7 +11,7 @@ export class OpenaiError extends HttpError {
 }
 
 /** OpenAI's error body: {error: {message, type, param, code}}. */
-export function errorBody(status: number, message: string, param: string | null = null, code: string | null = null) {
+export function errorBody(status: number, message: string, param: string | null = null, code: string | null = null): OpenaiErrorBody {
   const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : status === 401 ? "authentication_error" : "invalid_request_error";
   const defaultCode = new Map([[401, "invalid_api_key"], [404, "not_found"], [413, "request_too_large"], [429, "rate_limit_exceeded"]]).get(status) ?? null;
   return { error: { message, type, param, code: code ?? defaultCode } };

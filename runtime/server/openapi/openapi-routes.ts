@@ -1,0 +1,41 @@
+import { createRequire } from "node:module";
+import { Scalar } from "@scalar/hono-api-reference";
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { buildOpenApiDocument } from "./openapi-document.ts";
+
+/** Scalar's browser bundle, served by this server so the docs page needs no CDN. */
+const SCALAR_JS = createRequire(import.meta.url).resolve("@scalar/api-reference/browser/standalone.js");
+
+/**
+ * GET /openapi.json (OpenAPI 3.1, built once per server from the protocol schemas and each
+ * endpoint handler's input schema), GET /docs (Scalar's API reference of it) and the script the
+ * page loads, from this server only. All three are public, like the API they describe.
+ */
+export function openapiRoutes(deps: AppDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  let document: Promise<Record<string, unknown>> | undefined;
+
+  app.get("/openapi.json", async (c) => {
+    document ??= buildOpenApiDocument(deps.config, deps.inputSchemas);
+    return c.json(await document);
+  });
+  app.get(
+    "/docs",
+    Scalar({
+      url: "/openapi.json",
+      cdn: "/docs/scalar.js",
+      pageTitle: "Spool API",
+      // No fonts from Scalar's servers: the page works without internet access.
+      withDefaultFonts: false,
+      hideClientButton: true,
+      telemetry: false,
+      // Scalar's AI agent asks api.scalar.com for documents; a self-hosted server does not call out.
+      agent: { disabled: true },
+    }),
+  );
+  app.get("/docs/scalar.js", (c) => {
+    return new Response(Bun.file(SCALAR_JS), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=3600" } });
+  });
+  return app;
+}
