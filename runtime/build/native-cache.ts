@@ -1,10 +1,7 @@
 import {
-  closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readFileSync,
   readdirSync,
   realpathSync,
@@ -13,7 +10,6 @@ import {
   statSync,
   utimesSync,
   writeFileSync,
-  writeSync,
 } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, sep } from "node:path";
@@ -71,6 +67,7 @@ export class NativeCacheError extends Error {
  */
 export class NativeCache {
   private root: string | undefined;
+  private repaired = false;
 
   constructor(
     private readonly manifest: NativeManifest,
@@ -84,11 +81,26 @@ export class NativeCache {
     return this.root;
   }
 
-  /** Loads an extracted native addon (`path` relative to the root) the way `require` would. */
+  /**
+   * Loads an extracted native addon (`path` relative to the root) the way `require` would. An
+   * addon that fails to load from a cache entry that passed its check (damaged with its size and
+   * time kept, e.g. by a power loss during the first start) is extracted again once and retried.
+   */
   loadAddon(path: string): unknown {
-    const module = { exports: {} as unknown };
-    process.dlopen(module, join(this.dir(), path));
-    return module.exports;
+    const load = () => {
+      const module = { exports: {} as unknown };
+      process.dlopen(module, join(this.dir(), path));
+      return module.exports;
+    };
+    try {
+      return load();
+    } catch (err) {
+      if (this.repaired) throw err;
+      this.repaired = true;
+      this.warn(`loading ${path} from ${this.dir()} failed (${(err as Error).message}); extracting it again`);
+      this.root = extractInto(this.manifest, dirname(this.dir()), { force: true });
+      return load();
+    }
   }
 
   /** The file URL a module at `path` would have inside the extracted tree (its `import.meta.url`). */
@@ -118,9 +130,9 @@ export class NativeCache {
 }
 
 /** Makes `<base>/native-<hash>` hold exactly the manifest's files and returns it. */
-export function extractInto(manifest: NativeManifest, base: string): string {
+export function extractInto(manifest: NativeManifest, base: string, options: { force?: boolean } = {}): string {
   const final = join(base, `native-${manifest.hash}`);
-  if (verify(final, manifest)) {
+  if (!options.force && verify(final, manifest)) {
     touch(final);
     return final;
   }
@@ -135,7 +147,7 @@ export function extractInto(manifest: NativeManifest, base: string): string {
     if (mountedNoexec(tmp)) throw new NativeCacheError(`${base} is on a filesystem mounted noexec`);
     writeEntry(tmp, manifest);
     if (existsSync(final)) {
-      if (verify(final, manifest)) return final; // another start repaired it meanwhile
+      if (!options.force && verify(final, manifest)) return final; // another start repaired it meanwhile
       moveAside(final, base);
     }
     try {
@@ -161,13 +173,9 @@ function writeEntry(dir: string, manifest: NativeManifest): void {
     mkdirSync(dirname(target), { recursive: true });
     const bytes = readFileSync(file.source);
     if (bytes.length !== file.size) throw new NativeCacheError(`embedded ${file.path} has ${bytes.length} bytes, expected ${file.size}; the binary is damaged`);
-    const fd = openSync(target, "w", 0o755);
-    try {
-      writeSync(fd, bytes);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    // No fsync: it costs the first start more than the whole extraction on a busy disk, and an
+    // entry damaged by a power loss is caught when its addon fails to load (see loadAddon).
+    writeFileSync(target, bytes, { mode: 0o755 });
     stamp.files.push({ path: file.path, size: file.size, mtimeMs: statSync(target).mtimeMs });
   }
   writeFileSync(join(dir, STAMP), JSON.stringify(stamp));

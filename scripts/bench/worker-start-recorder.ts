@@ -30,7 +30,8 @@ export function startRecorder(longPollMs: number) {
       const at = performance.now();
       const path = new URL(req.url).pathname;
       if (!path.startsWith(`/v2/${WORKER_START_ENDPOINT}/`)) return new Response("not found", { status: 404 });
-      const kind = path.split("/")[3] ?? "";
+      // A worker with more than one free slot takes in batches: job-take-batch counts as a take.
+      const kind = (path.split("/")[3] ?? "").replace(/^job-take-batch$/, "job-take");
       const run = current;
       if (!run) {
         strays.push(kind);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { cacheBase, extractInto, mountedNoexec, NativeCache, PRUNE_AFTER_MS, pruneAll, type NativeManifest } from "../../runtime/build/native-cache.ts";
 
 const dirs: string[] = [];
@@ -61,6 +61,33 @@ describe("native cache", () => {
     expect(contents(extractInto(m, base), m)).toEqual([true, true, true]);
     rmSync(join(root, "pkg/bin/addon.node"));
     expect(contents(extractInto(m, base), m)).toEqual([true, true, true]);
+  });
+
+  test("an addon that fails to load from an entry that passed its check (same size and time) is extracted again and loaded", () => {
+    const vips = require.resolve("@img/sharp-libvips-linux-x64/binary");
+    const addonDir = join(dirname(require.resolve("@img/sharp-linux-x64/package")), "lib");
+    const addon = readdirSync(addonDir).find((n) => n.endsWith(".node"))!;
+    const m: NativeManifest = {
+      hash: "5a4e5a4e5a4e5a4e",
+      files: [
+        { path: `@img/sharp-linux-x64/lib/${addon}`, source: join(addonDir, addon), size: statSync(join(addonDir, addon)).size },
+        { path: `@img/sharp-libvips-linux-x64/lib/${basename(vips)}`, source: vips, size: statSync(vips).size },
+      ],
+    };
+    const cacheDir = tempDir();
+    const root = extractInto(m, join(cacheDir, "spool"));
+    const target = join(root, m.files[0]!.path);
+    writeFileSync(target, Buffer.alloc(m.files[0]!.size)); // zeros, as a power loss can leave
+    // ... with a stamp that still matches it (the check compares sizes and times only)
+    const stampFile = join(root, ".spool-native.json");
+    const stamp = JSON.parse(readFileSync(stampFile, "utf8"));
+    stamp.files[0].mtimeMs = statSync(target).mtimeMs;
+    writeFileSync(stampFile, JSON.stringify(stamp));
+    const warnings: string[] = [];
+    const loaded = new NativeCache(m, { SPOOL_CACHE_DIR: cacheDir }, (w) => warnings.push(w)).loadAddon(m.files[0]!.path) as Record<string, unknown>;
+    expect(typeof loaded.libvipsVersion).toBe("function"); // sharp's addon, loaded with its libvips beside it
+    expect(warnings).toEqual([expect.stringContaining(`loading ${m.files[0]!.path} from ${root} failed`)]);
+    expect(readFileSync(target).equals(readFileSync(m.files[0]!.source))).toBe(true);
   });
 
   test("simultaneous first starts in separate processes all get a whole entry", async () => {
