@@ -101,7 +101,7 @@ async function directStep(model: string, t5: number, size: number): Promise<numb
 
 async function directImage(model: string, t5: number, size: number, steps: number): Promise<number> {
   const p = await FluxPipeline.load(model, { device: DEVICE, maxSequenceLength: t5 });
-  const req = { prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1, trueCfg: false };
+  const req = { prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 };
   await p.generate(req);
   const times: number[] = [];
   for (let i = 0; i < REPEAT; i++) {

@@ -4,12 +4,16 @@ import { imageInput } from "./input-schema.ts";
 import { imageOptions, VARIANTS, type Variant } from "./options.ts";
 import type { FluxPipeline } from "./pipeline.ts";
 
-/** The guidance a fast (schnell-style) endpoint gives a model that wants one: the job's is ignored. */
-export const FAST_GUIDANCE = 3.5;
+/** FLUX.1-dev's guidance embedding by default (diffusers' FluxPipeline guidance_scale); also what a fast endpoint gives a model that wants one. */
+export const DEFAULT_GUIDANCE = 3.5;
+
+/** The true-CFG scale a negative_prompt gets when the job sets none (diffusers' default of 1.0 would ignore it). */
+export const DEFAULT_TRUE_CFG = 4;
 
 /**
- * An image endpoint's handler. quality: dev-style, guidance embedding and true CFG with
- * negative_prompt; fast: schnell-style, guidance and negative_prompt ignored. The model loads in
+ * An image endpoint's handler. quality: dev-style, `guidance` is the guidance embedding (default
+ * 3.5) and negative_prompt turns on true CFG at `true_cfg_scale` (default 4), as diffusers'
+ * FluxPipeline keeps the two apart; fast: schnell-style, guidance and negative_prompt ignored. The model loads in
  * setup() (once per worker) and stays resident; the module itself imports nothing heavy, so the
  * server can read its input schema cheaply.
  */
@@ -35,9 +39,9 @@ export function createImageHandler(variant: Variant) {
           width: input.width,
           height: input.height,
           steps: input.num_inference_steps,
-          guidance: quality ? input.guidance : FAST_GUIDANCE,
+          guidance: (quality ? input.guidance : undefined) ?? DEFAULT_GUIDANCE,
           seed,
-          trueCfg: quality,
+          trueCfgScale: quality ? (input.true_cfg_scale ?? DEFAULT_TRUE_CFG) : undefined,
         },
         {
           signal: ctx.signal,

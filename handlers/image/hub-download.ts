@@ -1,68 +1,130 @@
-import { existsSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
+import { createWriteStream, existsSync, statSync } from "node:fs";
+import { once } from "node:events";
+import { mkdir, rename, statfs, truncate, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { MODEL_FOLDERS } from "./model-files.ts";
+import { MODEL_FOLDERS } from "./model-layout.ts";
+import { progressBar } from "./progress-bar.ts";
 
-const HUB = "https://huggingface.co";
 const COMPLETE = ".spool-complete";
 
 /** Whether `model` reads as a hub id (`owner/name`) rather than a path. */
 export const isHubId = (model: string) => /^[\w.-]+\/[\w.-]+$/.test(model) && !model.startsWith(".");
 
+/** Raised before any byte is written when the files will not fit on the disk. */
+export class DiskSpaceError extends Error {
+  override name = "DiskSpaceError";
+}
+
+export interface HubDownloadOptions {
+  /** HF_TOKEN (gated models) and HF_ENDPOINT (a mirror; default https://huggingface.co). @default process.env */
+  env?: Record<string, string | undefined>;
+  /** Bytes free for `dir` (tests give a small quota). @default the file system's, by statfs */
+  freeBytes?: (dir: string) => Promise<number>;
+  /** Where the progress bar goes. @default process.stderr */
+  out?: { write(text: string): unknown };
+}
+
+interface HubFile {
+  path: string;
+  size: number;
+}
+
 /**
- * Downloads the files of a diffusers-style ONNX export from the Hugging Face hub into `dir`,
- * once: a finished download leaves a marker and is reused; an interrupted one starts over file
- * by file (finished files are kept). Progress goes to stderr as a bar. HF_TOKEN, when set,
- * authenticates (gated models).
+ * Downloads the files of a diffusers/optimum-style ONNX export from the Hugging Face hub into
+ * `dir`, once: it reads every file's size first and refuses (DiskSpaceError) when the disk cannot
+ * hold what is left to fetch; an interrupted file resumes where it stopped (HTTP Range); a finished
+ * download leaves a marker and is reused. Progress shows bytes and rate.
  */
-export async function downloadFromHub(id: string, dir: string, env: Record<string, string | undefined> = process.env): Promise<string> {
+export async function downloadFromHub(id: string, dir: string, options: HubDownloadOptions = {}): Promise<string> {
   if (existsSync(join(dir, COMPLETE))) return dir;
+  const env = options.env ?? process.env;
+  const hub = (env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
   const headers: Record<string, string> = env.HF_TOKEN ? { authorization: `Bearer ${env.HF_TOKEN}` } : {};
-  const info = await fetch(`${HUB}/api/models/${id}?blobs=true`, { headers });
+  const info = await fetch(`${hub}/api/models/${id}?blobs=true`, { headers });
   if (!info.ok) throw new Error(`hub model ${id}: HTTP ${info.status} ${(await info.text()).slice(0, 200)}`);
-  const { siblings = [], sha = "main" } = (await info.json()) as { siblings?: { rfilename: string; size?: number }[]; sha?: string };
-  const wanted = siblings.filter((s) => s.rfilename === "model_index.json" || MODEL_FOLDERS.some((f) => s.rfilename.startsWith(`${f}/`)));
-  if (!wanted.some((s) => s.rfilename === "transformer/model.onnx")) {
-    throw new Error(`hub model ${id} has no transformer/model.onnx: it is not a diffusers-style ONNX export`);
+  const { siblings = [], sha = "main" } = (await info.json()) as { siblings?: { rfilename: string; size?: number; lfs?: { size?: number } }[]; sha?: string };
+  const names = siblings.map((s) => s.rfilename).filter((f) => f === "model_index.json" || MODEL_FOLDERS.some((folder) => f.startsWith(`${folder}/`)));
+  if (!names.some((f) => f === "transformer/model.onnx" || f === "unet/model.onnx")) {
+    throw new Error(`hub model ${id} has no transformer/model.onnx (or unet/model.onnx): it is not a diffusers/optimum-style ONNX export`);
   }
-  const total = wanted.reduce((n, s) => n + (s.size ?? 0), 0);
-  const bar = progressBar(`downloading ${id}`, total);
-  for (const file of wanted) {
-    const target = join(dir, file.rfilename);
-    if (existsSync(target)) {
-      bar.add(file.size ?? 0);
-      continue;
-    }
+  const url = (path: string) => `${hub}/${id}/resolve/${sha}/${path}`;
+  const files: HubFile[] = [];
+  for (const path of names) {
+    const listed = siblings.find((s) => s.rfilename === path)!;
+    files.push({ path, size: listed.lfs?.size ?? listed.size ?? (await headSize(url(path), headers, id)) });
+  }
+
+  const total = files.reduce((n, f) => n + f.size, 0);
+  const have = files.reduce((n, f) => n + onDisk(join(dir, f.path), f.size), 0);
+  await mkdir(dir, { recursive: true });
+  const free = await (options.freeBytes ?? freeBytesOf)(dir);
+  if (total - have > free) {
+    throw new DiskSpaceError(
+      `hub model ${id} needs ${gb(total - have)} GB more on ${dir} (${gb(total)} GB in ${files.length} files, ${gb(have)} GB already there) but only ${gb(free)} GB is free: free space or set the endpoint's options.cacheDir to a larger disk`,
+    );
+  }
+
+  const bar = progressBar(`downloading ${id}`, total, options.out ?? process.stderr);
+  bar.add(have);
+  for (const file of files) {
+    const target = join(dir, file.path);
+    if (existsSync(target) && statSync(target).size === file.size) continue;
     await mkdir(dirname(target), { recursive: true });
-    const res = await fetch(`${HUB}/${id}/resolve/${sha}/${file.rfilename}`, { headers });
-    if (!res.ok || !res.body) throw new Error(`hub model ${id}: ${file.rfilename}: HTTP ${res.status}`);
-    const part = `${target}.part`;
-    const sink = Bun.file(part).writer();
-    for await (const chunk of res.body) {
-      sink.write(chunk);
-      bar.add(chunk.byteLength, file.rfilename);
-    }
-    await sink.end();
-    await rename(part, target);
+    await fetchResuming(url(file.path), `${target}.part`, file, headers, id, bar);
+    await rename(`${target}.part`, target);
   }
   bar.done();
   await writeFile(join(dir, COMPLETE), `${id}@${sha}\n`);
   return dir;
 }
 
-function progressBar(label: string, total: number) {
-  let done = 0;
-  let shown = -1;
-  const gb = (n: number) => (n / 1e9).toFixed(2);
-  return {
-    add(bytes: number, file = "") {
-      done += bytes;
-      const pct = total ? Math.floor((done / total) * 100) : 0;
-      if (pct === shown) return;
-      shown = pct;
-      const filled = Math.round(pct / 4);
-      process.stderr.write(`\r${label} [${"#".repeat(filled)}${".".repeat(25 - filled)}] ${pct}% ${gb(done)}/${gb(total)} GB ${file.padEnd(40).slice(0, 40)}`);
-    },
-    done: () => process.stderr.write(`\r${label}: done, ${gb(done)} GB${" ".repeat(60)}\n`),
-  };
+/** Appends the rest of one file to `part`, from its current size (Range), checking the final size. */
+async function fetchResuming(url: string, part: string, file: HubFile, headers: Record<string, string>, id: string, bar: ReturnType<typeof progressBar>) {
+  let from = existsSync(part) ? statSync(part).size : 0;
+  if (from > file.size) {
+    await truncate(part, 0);
+    bar.add(-from);
+    from = 0;
+  }
+  const res = await fetch(url, { headers: from > 0 ? { ...headers, range: `bytes=${from}-` } : headers });
+  if (res.status === 416 && from === file.size) return;
+  if (!res.ok || !res.body) throw new Error(`hub model ${id}: ${file.path}: HTTP ${res.status}`);
+  if (from > 0 && res.status !== 206) {
+    // the server ignored the range: start this file over
+    bar.add(-from);
+    from = 0;
+  }
+  const sink = createWriteStream(part, { flags: from > 0 ? "a" : "w" });
+  let written = from;
+  try {
+    for await (const chunk of res.body) {
+      if (!sink.write(chunk)) await once(sink, "drain");
+      written += chunk.byteLength;
+      bar.add(chunk.byteLength, file.path);
+    }
+  } finally {
+    await new Promise((done) => sink.end(done));
+  }
+  if (written !== file.size) throw new Error(`hub model ${id}: ${file.path}: got ${written} of ${file.size} bytes; run again to resume`);
 }
+
+async function headSize(url: string, headers: Record<string, string>, id: string): Promise<number> {
+  const res = await fetch(url, { method: "HEAD", headers, redirect: "manual" });
+  // the hub answers LFS files with a redirect carrying the size in x-linked-size
+  const size = Number(res.headers.get("x-linked-size") ?? res.headers.get("content-length") ?? Number.NaN);
+  if (!Number.isFinite(size)) throw new Error(`hub model ${id}: cannot read the size of ${url} (HTTP ${res.status})`);
+  return size;
+}
+
+/** Bytes of a file already on disk: the finished file, or a partial download. */
+function onDisk(target: string, size: number): number {
+  if (existsSync(target) && statSync(target).size === size) return size;
+  return existsSync(`${target}.part`) ? Math.min(statSync(`${target}.part`).size, size) : 0;
+}
+
+async function freeBytesOf(dir: string): Promise<number> {
+  const s = await statfs(dir);
+  return Number(s.bavail) * Number(s.bsize);
+}
+
+const gb = (n: number) => (n / 1e9).toFixed(2);

@@ -27,11 +27,11 @@ export function imageInput(variant: Variant) {
       .min(steps.min, `must be at least ${steps.min}`)
       .max(steps.max, `must be at most ${steps.max}`)
       .default(steps.default),
-    guidance: z
-      .number({ error: "must be a number" })
-      .min(0, "must be at least 0.0")
-      .max(10, "must be at most 10.0")
-      .default(7.5),
+    // Unset means the model's own default (3.5 for FLUX.1-dev, see handler.ts): the spec's 7.5 is a
+    // Stable Diffusion CFG scale, which as FLUX's guidance embedding over-saturates.
+    guidance: z.number({ error: "must be a number" }).min(0, "must be at least 0.0").max(10, "must be at most 10.0").optional(),
+    /** diffusers' true_cfg_scale: with negative_prompt, classifier-free guidance at this scale (1 = off). */
+    true_cfg_scale: z.number({ error: "must be a number" }).min(1, "must be at least 1.0").max(10, "must be at most 10.0").optional(),
     seed: z.number({ error: "must be an integer" }).int("must be an integer (-1 for a random seed)").default(-1),
     image_format: z.enum(["png", "jpeg"], { error: 'must be "png" or "jpeg"' }).default("jpeg"),
   });

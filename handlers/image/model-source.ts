@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { rename, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { downloadFromHub, isHubId } from "./hub-download.ts";
-import { missingFiles } from "./model-files.ts";
+import { resolveLayout } from "./model-layout.ts";
 import { VARIANTS, type ImageOptions, type Variant } from "./options.ts";
 
 /**
@@ -17,8 +17,7 @@ export async function resolveModel(variant: Variant, options: ImageOptions): Pro
   else if (existsSync(options.model)) root = resolve(options.model);
   else if (isHubId(options.model)) root = await downloadFromHub(options.model, join(cacheDir, "hub", options.model.replace("/", "--")));
   else throw new Error(`model "${options.model}" is neither a folder on this machine nor a hub id (owner/name)`);
-  const missing = missingFiles(root);
-  if (missing.length) throw new Error(`model folder ${root} is not a diffusers-style FLUX ONNX export: missing ${missing.join(", ")}`);
+  resolveLayout(root); // a folder the pipeline cannot run fails here, naming its files, before any session loads
   return root;
 }
 

@@ -3,6 +3,17 @@ import { onnx } from "onnx-proto";
 /** ONNX element types used here. */
 export const FLOAT = 1;
 export const INT64 = 7;
+export const FLOAT16 = 10;
+
+/** How a graph stores weights and what its float inputs and outputs are. */
+export interface GraphPrecision {
+  /** Weights and arithmetic. @default "fp32" */
+  weights?: "fp32" | "fp16";
+  /** Float inputs and outputs; fp32 around fp16 weights is what ONNX Runtime's fp16 optimizer writes with keep_io_types. @default weights */
+  io?: "fp32" | "fp16";
+  /** Keep weights in this file beside model.onnx (ONNX external data) instead of inside it. */
+  externalData?: string;
+}
 
 type Dim = number | string;
 type Attr = number | number[] | string | { floats: number[] } | { f: number };
@@ -15,15 +26,32 @@ export class GraphBuilder {
   readonly #outputs: onnx.IValueInfoProto[] = [];
   #count = 0;
 
-  constructor(readonly name: string) {}
+  readonly #half: boolean;
+  readonly #halfIo: boolean;
 
-  input(name: string, elemType: number, dims: Dim[]): string {
-    this.#inputs.push(valueInfo(name, elemType, dims));
-    return name;
+  constructor(
+    readonly name: string,
+    readonly precision: GraphPrecision = {},
+  ) {
+    this.#half = precision.weights === "fp16";
+    this.#halfIo = (precision.io ?? precision.weights) === "fp16";
   }
 
-  output(name: string, elemType: number, dims: Dim[]): void {
-    this.#outputs.push(valueInfo(name, elemType, dims));
+  /** A graph input; a float one is cast to the graph's arithmetic type when its declared type differs. */
+  input(name: string, elemType: number, dims: Dim[]): string {
+    if (elemType !== FLOAT) {
+      this.#inputs.push(valueInfo(name, elemType, dims));
+      return name;
+    }
+    this.#inputs.push(valueInfo(name, this.#halfIo ? FLOAT16 : FLOAT, dims));
+    return this.#half === this.#halfIo ? name : this.op("Cast", [name], { to: this.#half ? FLOAT16 : FLOAT });
+  }
+
+  /** Makes float value `x` the graph output `name` (cast to the declared io type when needed). */
+  result(x: string, name: string, dims: Dim[]): void {
+    if (this.#half === this.#halfIo) this.op("Identity", [x], {}, name);
+    else this.op("Cast", [x], { to: this.#halfIo ? FLOAT16 : FLOAT }, name);
+    this.#outputs.push(valueInfo(name, this.#halfIo ? FLOAT16 : FLOAT, dims));
   }
 
   /** A name not used before in this graph. */
@@ -31,11 +59,19 @@ export class GraphBuilder {
     return `${prefix}_${this.#count++}`;
   }
 
-  /** A float initializer (a weight). */
-  weight(name: string, dims: number[], data: Float32Array): string {
+  /** A float initializer (a weight), stored in the graph's weight precision (or fp32 with `fp32`). */
+  weight(name: string, dims: number[], data: Float32Array, fp32 = false): string {
     if (data.length !== dims.reduce((a, b) => a * b, 1)) throw new Error(`${name}: ${data.length} values for dims ${dims}`);
-    this.#inits.push({ name, dims, dataType: FLOAT, rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) });
+    const half = this.#half && !fp32;
+    const stored = half ? Float16Array.from(data) : data;
+    this.#inits.push({ name, dims, dataType: half ? FLOAT16 : FLOAT, rawData: new Uint8Array(stored.buffer, stored.byteOffset, stored.byteLength) });
     return name;
+  }
+
+  /** `x` (in the graph's arithmetic type) as fp32, and `f` of it back: a part fp16 graphs keep in fp32, as diffusers does for timestep embeddings. */
+  inFp32(x: string, f: (x32: string) => string): string {
+    if (!this.#half) return f(x);
+    return this.op("Cast", [f(this.op("Cast", [x], { to: FLOAT }))], { to: FLOAT16 });
   }
 
   /** An int64 constant initializer (shapes, axes, indices). */
@@ -65,7 +101,29 @@ export class GraphBuilder {
     return names;
   }
 
-  /** The serialized model. */
+  /** The serialized model as files: model.onnx, plus the external weights file when the precision names one. */
+  files(): Record<string, Uint8Array> {
+    const external = this.precision.externalData;
+    if (!external) return { "model.onnx": this.encode() };
+    const parts: Uint8Array[] = [];
+    let offset = 0;
+    for (const init of this.#inits) {
+      if (init.dataType === INT64) continue;
+      const raw = init.rawData as Uint8Array;
+      init.rawData = undefined;
+      init.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
+      init.externalData = [
+        { key: "location", value: external },
+        { key: "offset", value: String(offset) },
+        { key: "length", value: String(raw.byteLength) },
+      ];
+      parts.push(raw);
+      offset += raw.byteLength;
+    }
+    return { "model.onnx": this.encode(), [external]: Buffer.concat(parts) };
+  }
+
+  /** The serialized model (weights inside). */
   encode(): Uint8Array {
     const model = onnx.ModelProto.create({
       irVersion: 8,

@@ -1,5 +1,8 @@
 import type { SeededRandom } from "../random.ts";
-import { FLOAT, GraphBuilder, INT64 } from "./onnx-graph.ts";
+import { FLOAT, GraphBuilder, INT64, type GraphPrecision } from "./onnx-graph.ts";
+
+/** A graph as files: model.onnx and, with external data, its weights file. */
+export type GraphFiles = Record<string, Uint8Array>;
 
 /** Sizes of the tiny model; real FLUX uses 768 (CLIP), 4096 (T5), 3072 (transformer). */
 export interface TinySizes {
@@ -31,18 +34,20 @@ function silu(g: GraphBuilder, x: string): string {
   return g.op("Mul", [x, g.op("Sigmoid", [x])]);
 }
 
-/** Sinusoidal embedding of a [batch] float tensor scaled by 1000, as FLUX embeds timesteps: [batch, dim]. */
+/** Sinusoidal embedding of a [batch] float tensor scaled by 1000, as FLUX embeds timesteps: [batch, dim], computed in fp32 as diffusers does. */
 function sinusoid(g: GraphBuilder, t: string, dim: number): string {
   const half = dim / 2;
   const freqs = new Float32Array(half).map((_, i) => Math.exp((-Math.log(10000) * i) / half));
-  const scaled = g.op("Mul", [g.op("Unsqueeze", [t, g.ints([1])]), g.floats([1000])]);
-  const args = g.op("Mul", [scaled, g.weight(g.unique("freqs"), [1, half], freqs)]);
-  return g.op("Concat", [g.op("Cos", [args]), g.op("Sin", [args])], { axis: 1 });
+  return g.inFp32(t, (t32) => {
+    const scaled = g.op("Mul", [g.op("Unsqueeze", [t32, g.ints([1])]), g.weight(g.unique("thousand"), [], new Float32Array([1000]), true)]);
+    const args = g.op("Mul", [scaled, g.weight(g.unique("freqs"), [1, half], freqs, true)]);
+    return g.op("Concat", [g.op("Cos", [args]), g.op("Sin", [args])], { axis: 1 });
+  });
 }
 
 /** CLIP text encoder: input_ids -> last_hidden_state, pooler_output (the state at the EOS token, the largest id). */
-export function clipTextEncoder(s: TinySizes, rng: SeededRandom): Uint8Array {
-  const g = new GraphBuilder("clip_text_encoder");
+export function clipTextEncoder(s: TinySizes, rng: SeededRandom, precision: GraphPrecision = {}): GraphFiles {
+  const g = new GraphBuilder("clip_text_encoder", precision);
   const ids = g.input("input_ids", INT64, ["batch_size", "sequence_length"]);
   const H = s.clipHidden;
   const tok = g.op("Gather", [g.weight("token_embedding.weight", [s.clipVocab, H], rng.normals(s.clipVocab * H, 0.5)), ids]);
@@ -55,15 +60,13 @@ export function clipTextEncoder(s: TinySizes, rng: SeededRandom): Uint8Array {
   const act = g.op("Mul", [up, g.op("Sigmoid", [g.op("Mul", [up, g.floats([1.702])])])]); // quick_gelu, as CLIP
   h = g.op("Add", [h, linear(g, rng, act, "mlp.fc2", 2 * H, H)]);
   const last = layerNorm(g, h, H, "final_layer_norm");
-  g.op("Identity", [last], {}, "last_hidden_state");
+  g.result(last, "last_hidden_state", ["batch_size", "sequence_length", H]);
   // pooler_output: the hidden state at each row's EOS token (the largest id in the vocabulary)
   const eos = g.op("Unsqueeze", [g.op("ArgMax", [ids], { axis: 1, keepdims: 1 }), g.ints([2])]);
   const shape = g.op("Concat", [g.op("Shape", [ids], { start: 0, end: 1 }), g.ints([1, H])], { axis: 0 });
   const picked = g.op("GatherElements", [last, g.op("Expand", [eos, shape])], { axis: 1 });
-  g.op("Squeeze", [picked, g.ints([1])], {}, "pooler_output");
-  g.output("last_hidden_state", FLOAT, ["batch_size", "sequence_length", H]);
-  g.output("pooler_output", FLOAT, ["batch_size", H]);
-  return g.encode();
+  g.result(g.op("Squeeze", [picked, g.ints([1])]), "pooler_output", ["batch_size", H]);
+  return g.files();
 }
 
 function rmsNorm(g: GraphBuilder, x: string, dim: number, name: string): string {
@@ -73,17 +76,16 @@ function rmsNorm(g: GraphBuilder, x: string, dim: number, name: string): string 
 }
 
 /** T5 encoder: input_ids -> last_hidden_state. */
-export function t5Encoder(s: TinySizes, rng: SeededRandom): Uint8Array {
-  const g = new GraphBuilder("t5_encoder");
+export function t5Encoder(s: TinySizes, rng: SeededRandom, precision: GraphPrecision = {}): GraphFiles {
+  const g = new GraphBuilder("t5_encoder", precision);
   const ids = g.input("input_ids", INT64, ["batch_size", "encoder_sequence_length"]);
   const D = s.t5Hidden;
   let h = g.op("Gather", [g.weight("shared.weight", [s.t5Vocab, D], rng.normals(s.t5Vocab * D, 0.5)), ids]);
   const n = rmsNorm(g, h, D, "block.0.layer_norm");
   const ff = linear(g, rng, g.op("Relu", [linear(g, rng, n, "block.0.wi", D, 2 * D, false)]), "block.0.wo", 2 * D, D, false);
   h = g.op("Add", [h, ff]);
-  g.op("Identity", [rmsNorm(g, h, D, "final_layer_norm")], {}, "last_hidden_state");
-  g.output("last_hidden_state", FLOAT, ["batch_size", "encoder_sequence_length", D]);
-  return g.encode();
+  g.result(rmsNorm(g, h, D, "final_layer_norm"), "last_hidden_state", ["batch_size", "encoder_sequence_length", D]);
+  return g.files();
 }
 
 /**
@@ -91,8 +93,8 @@ export function t5Encoder(s: TinySizes, rng: SeededRandom): Uint8Array {
  * (out_hidden_states). One joint attention block over text + image tokens, conditioned on the
  * timestep, the pooled CLIP state and (dev) the guidance, with position features from the ids.
  */
-export function fluxTransformer(s: TinySizes, rng: SeededRandom): Uint8Array {
-  const g = new GraphBuilder("flux_transformer");
+export function fluxTransformer(s: TinySizes, rng: SeededRandom, precision: GraphPrecision = {}, outputName = "out_hidden_states"): GraphFiles {
+  const g = new GraphBuilder("flux_transformer", precision);
   const C = s.latentChannels * 4;
   const D = s.inner;
   const hs = g.input("hidden_states", FLOAT, ["batch_size", "packed_height_width", C]);
@@ -130,14 +132,13 @@ export function fluxTransformer(s: TinySizes, rng: SeededRandom): Uint8Array {
 
   const textLen = g.op("Shape", [enc], { start: 1, end: 2 });
   const img = g.op("Slice", [tokens, textLen, g.ints([Number.MAX_SAFE_INTEGER]), g.ints([1])]);
-  g.op("Identity", [linear(g, rng, modulate(img), "proj_out", D, C)], {}, "out_hidden_states");
-  g.output("out_hidden_states", FLOAT, ["batch_size", "packed_height_width", C]);
-  return g.encode();
+  g.result(linear(g, rng, modulate(img), "proj_out", D, C), outputName, ["batch_size", "packed_height_width", C]);
+  return g.files();
 }
 
 /** VAE decoder: latent_sample [b, 16, h/8, w/8] -> sample [b, 3, h, w] in [-1, 1]. */
-export function vaeDecoder(s: TinySizes, rng: SeededRandom): Uint8Array {
-  const g = new GraphBuilder("vae_decoder");
+export function vaeDecoder(s: TinySizes, rng: SeededRandom, precision: GraphPrecision = {}): GraphFiles {
+  const g = new GraphBuilder("vae_decoder", precision);
   const z = g.input("latent_sample", FLOAT, ["batch_size", s.latentChannels, "latent_height", "latent_width"]);
   const mid = 16;
   const w1 = g.weight("decoder.conv_in.weight", [mid, s.latentChannels, 3, 3], rng.normals(mid * s.latentChannels * 9, 1 / Math.sqrt(s.latentChannels * 9)));
@@ -147,7 +148,6 @@ export function vaeDecoder(s: TinySizes, rng: SeededRandom): Uint8Array {
   const w2 = g.weight("decoder.conv_out.weight", [out, mid, 1, 1], rng.normals(out * mid, 1 / Math.sqrt(mid)));
   const b2 = g.weight("decoder.conv_out.bias", [out], new Float32Array(out));
   const px = g.op("DepthToSpace", [g.op("Conv", [h, w2, b2], { kernel_shape: [1, 1] })], { blocksize: 8, mode: "CRD" });
-  g.op("Tanh", [px], {}, "sample");
-  g.output("sample", FLOAT, ["batch_size", 3, "sample_height", "sample_width"]);
-  return g.encode();
+  g.result(g.op("Tanh", [px]), "sample", ["batch_size", 3, "sample_height", "sample_width"]);
+  return g.files();
 }

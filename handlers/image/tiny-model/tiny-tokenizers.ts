@@ -1,3 +1,5 @@
+import { clipTokenizerJson } from "../clip-tokenizer-json.ts";
+
 /**
  * Tokenizer files of the tiny model in the Hugging Face `tokenizer.json` format, as real FLUX
  * exports ship them: tokenizer/ a byte-level BPE CLIP tokenizer, tokenizer_2/ a Unigram T5 one.
@@ -26,44 +28,9 @@ export function clipTokenizerFiles(maxLength = 77): { files: Files; vocabSize: n
   for (const c of chars) add(c);
   for (const c of chars) add(`${c}</w>`);
   for (const [a, b] of CLIP_MERGES) add(a + b);
-  const bos = add("<|startoftext|>");
-  const eos = add("<|endoftext|>"); // the largest id: the text encoder pools at the argmax id, as CLIP does
-  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: true, special: true });
-  const tokenizer = {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: [special(bos, "<|startoftext|>"), special(eos, "<|endoftext|>")],
-    normalizer: {
-      type: "Sequence",
-      normalizers: [{ type: "NFC" }, { type: "Replace", pattern: { Regex: "\\s+" }, content: " " }, { type: "Lowercase" }],
-    },
-    pre_tokenizer: {
-      type: "Sequence",
-      pretokenizers: [
-        {
-          type: "Split",
-          pattern: { Regex: "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+" },
-          behavior: "Removed",
-          invert: true,
-        },
-        { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false },
-      ],
-    },
-    post_processor: { type: "RobertaProcessing", sep: ["<|endoftext|>", eos], cls: ["<|startoftext|>", bos], trim_offsets: false, add_prefix_space: false },
-    decoder: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true },
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: "<|endoftext|>",
-      continuing_subword_prefix: "",
-      end_of_word_suffix: "</w>",
-      fuse_unk: false,
-      byte_fallback: false,
-      vocab,
-      merges: CLIP_MERGES.map(([a, b]) => `${a} ${b}`),
-    },
-  };
+  add("<|startoftext|>");
+  add("<|endoftext|>"); // the largest id: the text encoder pools at the argmax id, as CLIP does
+  const tokenizer = clipTokenizerJson(vocab, CLIP_MERGES.map(([a, b]) => `${a} ${b}`), "<|startoftext|>", "<|endoftext|>", "<|endoftext|>");
   const specials = { bos_token: "<|startoftext|>", eos_token: "<|endoftext|>", pad_token: "<|endoftext|>", unk_token: "<|endoftext|>" };
   return {
     vocabSize: Object.keys(vocab).length,

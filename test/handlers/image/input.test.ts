@@ -32,6 +32,8 @@ function invalidCases(variant: Variant): [Record<string, unknown>, string][] {
     [{ prompt: "p", guidance: -0.01 }, "guidance: must be at least 0.0"],
     [{ prompt: "p", guidance: 10.01 }, "guidance: must be at most 10.0"],
     [{ prompt: "p", guidance: "high" }, "guidance: must be a number"],
+    [{ prompt: "p", true_cfg_scale: 0.5 }, "true_cfg_scale: must be at least 1.0"],
+    [{ prompt: "p", true_cfg_scale: 10.5 }, "true_cfg_scale: must be at most 10.0"],
     [{ prompt: "p", seed: 1.5 }, "seed: must be an integer (-1 for a random seed)"],
     [{ prompt: "p", seed: 2 ** 53 }, "seed: must be an integer (-1 for a random seed)"],
     [{ prompt: "p", image_format: "gif" }, 'image_format: must be "png" or "jpeg"'],
@@ -59,9 +61,9 @@ function validCases(variant: Variant): Record<string, unknown>[] {
 }
 
 describe("the input schema", () => {
-  test("defaults follow the spec's table: 1024x1024, 28 or 4 steps, guidance 7.5, seed -1, jpeg", () => {
+  test("defaults follow the spec's table (1024x1024, 28 or 4 steps, seed -1, jpeg); guidance unset means the model's own (3.5 on dev)", () => {
     const quality = createImageHandler("quality").input.parse({ prompt: "a cat" });
-    expect(quality).toEqual({ prompt: "a cat", width: 1024, height: 1024, num_inference_steps: 28, guidance: 7.5, seed: -1, image_format: "jpeg" });
+    expect(quality).toEqual({ prompt: "a cat", width: 1024, height: 1024, num_inference_steps: 28, seed: -1, image_format: "jpeg" });
     expect(createImageHandler("fast").input.parse({ prompt: "a cat" }).num_inference_steps).toBe(4);
   });
 

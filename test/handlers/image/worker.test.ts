@@ -63,14 +63,14 @@ describe("cancel", () => {
       const reason = new Error("stop now");
       const seen: number[] = [];
       const run = pipeline.generate(
-        { prompt: "x", width: 256, height: 256, steps: 8, guidance: 0, seed: 1, trueCfg: false },
+        { prompt: "x", width: 256, height: 256, steps: 8, guidance: 0, seed: 1 },
         { signal: controller.signal, onStep: (step) => void (seen.push(step), step === 3 && controller.abort(reason)) },
       );
       expect(await run.then(() => "finished", (err: unknown) => err)).toBe(reason);
       expect(seen).toEqual([1, 2, 3]);
       const last = new AbortController();
       const atEnd = pipeline.generate(
-        { prompt: "x", width: 256, height: 256, steps: 2, guidance: 0, seed: 1, trueCfg: false },
+        { prompt: "x", width: 256, height: 256, steps: 2, guidance: 0, seed: 1 },
         { signal: last.signal, onStep: (step) => void (step === 2 && last.abort(reason)) },
       );
       expect(await atEnd.then(() => "decoded", (err: unknown) => err)).toBe(reason);
@@ -144,7 +144,7 @@ describe("model loading", () => {
   test("a folder that is not a FLUX ONNX export fails setup naming the missing files", async () => {
     await using srv = await startTestServer(polling);
     const loop = startLoop(srv, createImageHandler("quality"), { endpoint: "img", handlerOptions: tinyOptions(models, "quality", { model: models.dir }) });
-    await expect(loop.finished).rejects.toThrow(`model folder ${models.dir} is not a diffusers-style FLUX ONNX export: missing scheduler/scheduler_config.json`);
+    await expect(loop.finished).rejects.toThrow(`model folder ${models.dir} is not a FLUX ONNX export this pipeline runs: scheduler/scheduler_config.json missing;`);
   });
 
   test("a model that is neither a folder nor a hub id fails setup", async () => {
