@@ -21,6 +21,7 @@ const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference job
   spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]
                                                            compile a handler into one worker executable
   spool cache prune                                        remove native libraries built binaries extracted
+  spool doctor                                             what this machine can run: GPUs, providers, libraries
 `;
 
 /** Returns the exit code, or -1 for commands that keep running (servers). */
@@ -65,6 +66,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import("./cli/build-command.ts")).buildCommand(rest);
     case "cache":
       return (await import("./cli/cache-command.ts")).cacheCommand(rest[0]);
+    case "doctor":
+      return (await import("./cli/doctor-command.ts")).doctorCommand();
     case undefined:
     case "help":
     case "--help":
