@@ -7,9 +7,12 @@
  *     50 quality); the two kinds of job alternate;
  *   - directly: the same transformer graph in an onnxruntime-node session in this process, fed
  *     tensors of the same shapes;
- * and their ratio (the pipeline's overhead per step), plus whole 4-step images both ways.
+ * and their ratio (the pipeline's overhead per step), plus whole 4-step images both ways; then
+ * precision: the tiny dev model in fp32, fp16 (fp16 inputs and outputs) and fp16 weights with fp32
+ * inputs and outputs, through FluxPipeline in this process, per step and per whole image, at
+ * 256x256 and 1024x1024 (how cost grows with image tokens: 256 -> 4096).
  *
- *   bun scripts/bench-image.ts [--repeat 5] [--device cpu]
+ *   bun scripts/bench-image.ts [--repeat 5] [--device cpu] [--only precision]
  *
  * Times are the fastest of --repeat runs (each after a warm-up at its shape): on a machine shared
  * with other work the fastest run is the one least disturbed. It prints figures; it asserts
@@ -32,7 +35,7 @@ import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
 
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { repeat: { type: "string", default: "5" }, device: { type: "string", default: "cpu" } },
+  options: { repeat: { type: "string", default: "5" }, device: { type: "string", default: "cpu" }, only: { type: "string" } },
 });
 const REPEAT = Math.max(1, Number(flags.repeat) || 5);
 const DEVICE = flags.device as "cpu" | "cuda" | "webgpu";
@@ -100,17 +103,45 @@ async function directStep(model: string, t5: number, size: number): Promise<numb
 }
 
 async function directImage(model: string, t5: number, size: number, steps: number): Promise<number> {
+  return (await directImages(model, t5, size, [steps]))[0]!;
+}
+
+/** Fastest whole image per step count through FluxPipeline in this process, the counts alternating. */
+async function directImages(model: string, t5: number, size: number, stepCounts: number[]): Promise<number[]> {
   const p = await FluxPipeline.load(model, { device: DEVICE, maxSequenceLength: t5 });
-  const req = { prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 };
-  await p.generate(req);
-  const times: number[] = [];
+  const req = (steps: number) => ({ prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 });
+  await p.generate(req(1));
+  const times = stepCounts.map(() => [] as number[]);
   for (let i = 0; i < REPEAT; i++) {
-    const t0 = performance.now();
-    await p.generate(req);
-    times.push((performance.now() - t0) / 1000);
+    for (const [k, steps] of stepCounts.entries()) {
+      const t0 = performance.now();
+      await p.generate(req(steps));
+      times[k]!.push((performance.now() - t0) / 1000);
+    }
   }
   await p.dispose();
-  return fastest(times);
+  return times.map(fastest);
+}
+
+/** fp32 against fp16 twins of the tiny dev model: per step ((8-step - 1-step) / 7) and per whole 4-step image. */
+async function precisionTable(): Promise<void> {
+  const twins = [
+    { name: "fp32", dir: models.dev },
+    { name: "fp16 (fp16 in/out)", dir: join(tmp, "dev-fp16"), options: { precision: "fp16" } as const },
+    { name: "fp16 weights, fp32 in/out", dir: join(tmp, "dev-fp16-io32"), options: { precision: "fp16", io: "fp32" } as const },
+  ];
+  for (const t of twins) if (t.options) await makeTinyFlux(t.dir, { variant: "dev", ...t.options });
+  const rows: string[][] = [];
+  for (const size of SIZES) {
+    let base: { step: number; image: number } | undefined;
+    for (const t of twins) {
+      const [one, four, eight] = await directImages(t.dir, 512, size, [1, 4, 8]);
+      const step = (eight! - one!) / 7;
+      base ??= { step, image: four! };
+      rows.push([`${t.name} ${size}x${size}`, fmt(step), (step / base.step).toFixed(2), fmt(four!), (four! / base.image).toFixed(2)]);
+    }
+  }
+  printTable(["tiny dev model, FluxPipeline in-process", "per step", "vs fp32", "whole 4-step image", "vs fp32"], "lrrrr", rows, { outerPipes: false });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,6 +180,12 @@ async function endpointTimes(server: SpoolProcess, endpoint: string, size: numbe
 // ---------------------------------------------------------------------------------------------
 
 try {
+  if (flags.only === "precision") {
+    console.log(`bench-image precision: tiny dev model, device ${DEVICE}, bun ${Bun.version}, fastest of ${REPEAT}\n`);
+    await precisionTable();
+    await cleanup.run();
+    process.exit(0);
+  }
   server = await startServer();
   for (const v of VARIANTS) await waitForIdleWorker(server, v.endpoint);
   const m = machine();
@@ -169,6 +206,8 @@ try {
   }
   console.log("");
   printTable(["whole 4-step image", "endpoint (POST /runsync, png, upload)", "FluxPipeline in-process", "ratio"], "lrrr", whole, plain);
+  console.log("");
+  await precisionTable();
   console.log(`\nGPU: not measured. No GPU machine was available in this session; on this machine:\n${await gpuNote()}`);
 } finally {
   await cleanup.run();

@@ -108,6 +108,18 @@ describe("guidance", () => {
     expect(same(base, await generate("image-quality", { ...png, guidance: 3.5, negative_prompt: "blurry" }))).toBe(false);
   });
 
+  test("as diffusers' FluxPipeline: unset guidance is dev's 3.5; true CFG only with a negative_prompt, at true_cfg_scale (default 4, 1 = off)", async () => {
+    const base = await generate("image-quality", { ...png, guidance: 3.5 });
+    expect(same(base, await generate("image-quality", png))).toBe(true);
+    // true_cfg_scale without a negative prompt changes nothing
+    expect(same(base, await generate("image-quality", { ...png, true_cfg_scale: 7 }))).toBe(true);
+    // a negative prompt at scale 1 is no CFG at all
+    expect(same(base, await generate("image-quality", { ...png, negative_prompt: "blurry", true_cfg_scale: 1 }))).toBe(true);
+    const cfg = await generate("image-quality", { ...png, negative_prompt: "blurry" });
+    expect(same(cfg, await generate("image-quality", { ...png, negative_prompt: "blurry", true_cfg_scale: 4 }))).toBe(true);
+    expect(same(cfg, await generate("image-quality", { ...png, negative_prompt: "blurry", true_cfg_scale: 6 }))).toBe(false);
+  });
+
   test("fast ignores guidance and negative_prompt, as schnell does", async () => {
     const base = await generate("image-fast", { ...png, guidance: 0 });
     expect(same(base, await generate("image-fast", { ...png, guidance: 10 }))).toBe(true);
