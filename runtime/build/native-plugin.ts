@@ -22,6 +22,9 @@ export interface NativeParts {
   packages: Set<string>;
 }
 
+/** Loaders that search the disk for an addon at run time (node-gyp-build, bindings): what they find cannot be embedded. */
+const RUNTIME_ADDON_LOADERS = /^(bindings|node-gyp-build|node-gyp-build-optional-packages)$/;
+
 /** Where a file goes under the extraction root: its path below the last node_modules (so `$ORIGIN` paths still meet). */
 export function rootPath(file: string, projectRoot: string): string {
   const parts = file.split(sep);
@@ -46,9 +49,16 @@ export function packageOf(file: string): { name: string; root: string } | null {
  * own folder are embedded and listed in a generated manifest module. Requires made through
  * `createRequire(import.meta.url)` with a literal name are turned into bundled requires.
  */
-export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDone: (parts: NativeParts) => void }): BunPlugin {
+export function nativePlugin(options: {
+  projectRoot: string;
+  gpu?: GpuKind;
+  onDone: (parts: NativeParts) => void;
+  /** Called once per package whose addon the build cannot embed (found at run time by a loader). */
+  onWarning?: (message: string) => void;
+}): BunPlugin {
   const addons = new Map<string, string>(); // absolute .node path -> root path
   const packages = new Map<string, string>(); // name -> folder
+  const unembedded = new Set<string>();
   return {
     name: "spool-native",
     setup(build) {
@@ -81,6 +91,14 @@ export function nativePlugin(options: { projectRoot: string; gpu?: GpuKind; onDo
         contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find package '${args.path}' (it was not installed when this binary was built)`)}), { code: "ERR_MODULE_NOT_FOUND" });\n`,
         loader: "js",
       }));
+      build.onResolve({ filter: RUNTIME_ADDON_LOADERS }, (args) => {
+        const who = packageOf(args.importer)?.name ?? args.importer;
+        if (!unembedded.has(who)) {
+          unembedded.add(who);
+          options.onWarning?.(`${who} finds its native addon at run time through ${args.path}; a single-file build cannot embed it, so the binary uses the package's fallback if it has one, or fails where it loads it`);
+        }
+        return undefined;
+      });
       build.onResolve({ filter: /^spool-native:manifest$/ }, () => ({ path: MANIFEST, namespace: "spool-native" }));
       build.onLoad({ filter: /.*/, namespace: "spool-native" }, async (args) => {
         await args.defer(); // every module is parsed: all addons and packages are known

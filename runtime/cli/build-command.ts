@@ -57,7 +57,7 @@ export async function buildCommand(args: string[]): Promise<number> {
         bytecode: true,
         minify: true,
         throw: false,
-        plugins: [nativePlugin({ projectRoot: PROJECT_ROOT, gpu, onDone: (p) => (parts = p) })],
+        plugins: [nativePlugin({ projectRoot: PROJECT_ROOT, gpu, onDone: (p) => (parts = p), onWarning: (m) => console.log(`  warning: ${m}`) })],
       });
     } catch (err) {
       return fail(outfile, (err as Error).message);

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bareCopy, buildHandler, ROOT } from "./built-binary.ts";
@@ -15,6 +15,14 @@ describe("a user handler with native packages", () => {
     expect(await run.proc.exited).toBe(0);
     const json = run.lines.slice(run.lines.indexOf("{")).join("\n");
     expect(JSON.parse(json)).toEqual({ format: "png", width: 5, height: 3, dominant: { r: 200, g: 8, b: 56 }, versions: true });
+    expect(bare.cacheEntries()).toHaveLength(1);
+
+    // A cache dir that cannot be created: the binary says so and extracts into the temp dir.
+    writeFileSync(join(bare.dir, "not-a-dir"), "");
+    await using fallback = bare.start(["--input", JSON.stringify({ width: 2, height: 2 })], { SPOOL_CACHE_DIR: join(bare.dir, "not-a-dir"), TMPDIR: join(bare.dir, "tmp") });
+    expect(await fallback.proc.exited).toBe(0);
+    expect(fallback.lines.join("\n")).toContain(`spool: native cache ${join(bare.dir, "not-a-dir", "spool")} is not usable (ENOTDIR`);
+    expect(readdirSync(join(bare.dir, "tmp", `spool-cache-${process.getuid!()}`)).filter((n) => n.startsWith("native-"))).toHaveLength(1);
   }, 60_000);
 
   test("--gpu cuda without onnxruntime's CUDA libraries fails the build with the command that installs them", () => {

@@ -1,0 +1,58 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { bundleCreatedRequires, guardDynamicRequires, nativePlugin, packageOf, rootPath } from "../../runtime/build/native-plugin.ts";
+import { ROOT } from "./built-binary.ts";
+
+describe("the native build plugin's rewrites", () => {
+  test("files map to their path below the last node_modules; packages are named with their scope", () => {
+    const file = "/p/node_modules/a/node_modules/@img/sharp-linux-x64/lib/x.node";
+    expect(rootPath(file, "/p")).toBe("@img/sharp-linux-x64/lib/x.node");
+    expect(rootPath("/p/native/y.node", "/p")).toBe("app/native/y.node");
+    expect(packageOf(file)).toEqual({ name: "@img/sharp-linux-x64", root: "/p/node_modules/a/node_modules/@img/sharp-linux-x64" });
+    expect(packageOf("/p/src/z.js")).toBeNull();
+  });
+
+  test("createRequire calls with a literal name that resolves become bundled requires; the rest stay runtime requires", () => {
+    const src = [
+      'import { createRequire } from "node:module";',
+      "const require = createRequire(import.meta.url);",
+      'const a = require("zod");',
+      'const b = require("@img/no-such-package/sharp.node");',
+      "const c = require(path);",
+      'const d = require.resolve("zod");',
+    ].join("\n");
+    expect(bundleCreatedRequires(src, ROOT).split("\n")).toEqual([
+      'import { createRequire } from "node:module";',
+      "const __spoolRuntime_require = createRequire(import.meta.url);",
+      'const a = require("zod");',
+      'const b = __spoolRuntime_require("@img/no-such-package/sharp.node");',
+      "const c = __spoolRuntime_require(path);",
+      'const d = __spoolRuntime_require.resolve("zod");',
+    ]);
+  });
+
+  test("a computed require of a package name fails as not bundled; builtins and paths still load", () => {
+    const guarded = guardDynamicRequires("module.exports = (name) => { try { return require(name); } catch (e) { return e.message; } };");
+    const load = new Function("module", "require", `${guarded}; return module.exports;`)({ exports: {} }, require) as (n: string) => unknown;
+    expect(load("long")).toBe("Cannot find module 'long': it is not bundled into this binary");
+    expect(load("node:path")).toBe(require("node:path"));
+    expect(load(join(ROOT, "package.json"))).toMatchObject({ name: "spool" });
+    expect(guardDynamicRequires('require("zod"); require(`./x/${a}.node`)')).toBe('require("zod"); require(`./x/${a}.node`)');
+  });
+
+  test("a package that finds its addon through node-gyp-build at run time is reported at build time", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-plugin-"));
+    try {
+      const entry = join(dir, "entry.ts");
+      writeFileSync(entry, `import { pack } from ${JSON.stringify(require.resolve("msgpackr"))};\nconsole.log(pack({ a: 1 }).length);\n`);
+      const warnings: string[] = [];
+      const result = await Bun.build({ entrypoints: [entry], target: "bun", plugins: [nativePlugin({ projectRoot: ROOT, onDone: () => {}, onWarning: (w) => warnings.push(w) })] });
+      expect(result.success).toBe(true);
+      expect(warnings).toEqual([expect.stringMatching(/^msgpackr-extract finds its native addon at run time through node-gyp-build-optional-packages; a single-file build cannot embed it/)]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
