@@ -4,6 +4,14 @@ import { dereference, validate } from "@readme/openapi-parser";
 import Ajv2020 from "ajv/dist/2020";
 import { z } from "zod";
 import streamHandler from "../../../handlers/examples/stream.ts";
+import { systemClock } from "../../../runtime/clock.ts";
+import { parseConfig } from "../../../runtime/config/config.ts";
+import { silentLog } from "../../../runtime/log.ts";
+import { createApp } from "../../../runtime/server/app.ts";
+import { LocalFileStore } from "../../../runtime/server/files/file-store.ts";
+import { JobEvents } from "../../../runtime/server/jobs/job-events.ts";
+import { EndpointStatsRecorder } from "../../../runtime/server/metrics/endpoint-stats.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite-store.ts";
 import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
 
@@ -79,6 +87,28 @@ describe("OpenAPI document", () => {
     expect(ids).toEqual(expect.arrayContaining(["jobTake", "jobTakeBatch", "jobDone", "jobStream", "ping", "jobStop", "jobFileUpload"]));
     expect(ids).toEqual(expect.arrayContaining(["openaiChatCompletions", "openaiCompletions", "openaiModels", "compatChatCompletions", "metrics"]));
     expect(ids).toEqual(expect.arrayContaining(["run_words", "runsync_words", "run_echo", "runsync_echo"]));
+  });
+
+  test("every route of the app is in the document with its method (the dashboard's own JSON and the docs themselves aside)", async () => {
+    await using srv = await docServer();
+    const doc = (await srv.json("GET", "/openapi.json", undefined, { auth: null }))[1] as Schema;
+    const documented = new Set(
+      Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, item]) =>
+        Object.keys(item).map((m) => `${m.toUpperCase()} ${path.replace(/\{[^}]+\}/g, "{}")}`),
+      ),
+    );
+    const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
+    const files = new LocalFileStore(srv.dataDir, 60_000);
+    const jobEvents = new JobEvents();
+    const app = createApp({ store, config: parseConfig({}), clock: systemClock, log: silentLog, files, localFiles: files, jobEvents, stats: new EndpointStatsRecorder(jobEvents, systemClock) });
+    const routes = new Set(
+      app.routes
+        .filter((r) => r.method !== "ALL" && !/^\/(dashboard|docs|openapi\.json)/.test(r.path))
+        .flatMap((r) => ["openai", "compat"].map((iface) => `${r.method} ${r.path.replace(":iface{openai|compat}", iface).replace(/:[^/]+/g, "{}")}`)),
+    );
+    expect([...routes].filter((r) => !documented.has(r))).toEqual([]);
+    expect(routes.size).toBeGreaterThan(20);
+    await store.close();
   });
 
   test("a request built from the document for each route is answered as documented", async () => {
