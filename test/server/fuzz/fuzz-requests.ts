@@ -303,7 +303,7 @@ function route(r: Random, world: FuzzWorld): { path: string; family: string; op:
       return { path: `/dashboard/api/${sub}${query(r)}`, family: "dashboard", op: "dashboard" };
     }
     case 10: {
-      const path = r.pick(["/metrics", "/openapi.json", "/docs", "/dashboard", "/dashboard/", "/dashboard/index.js", "/", "/health", "/favicon.ico"]);
+      const path = r.pick(["/metrics", "/openapi.json", "/docs", "/docs/", "/docs/scalar.js", "/dashboard", "/dashboard/", "/dashboard/index.js", "/_bun/client/index.js", "/", "/health", "/favicon.ico"]);
       return { path: `${path}${query(r)}`, family: "service pages", op: "page" };
     }
     default: {
