@@ -1,6 +1,15 @@
 import { describe, expect, test } from "bun:test";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ManualClock } from "../../runtime/clock.ts";
+import { parseConfig } from "../../runtime/config/config.ts";
+import { silentLog } from "../../runtime/log.ts";
+import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import { startServer } from "../../runtime/server/serve.ts";
+import { createStore, storeOptions } from "../../runtime/server/store/create-store.ts";
+import { redisUrl } from "../helpers/redis-server.ts";
 import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/worker-loop.ts";
 
@@ -47,6 +56,48 @@ async function openEvents(srv: TestServer, path: string, lastEventId?: string) {
 }
 
 const strip = (events: Event[]) => events.map(({ event, data }) => ({ event, data }));
+
+describe("server-sent events across servers", () => {
+  test("a stream on one server gets the chunks and the end a worker posts to another (one Redis)", async () => {
+    const url = `${await redisUrl()}?prefix=sse-${crypto.randomUUID().slice(0, 8)}`;
+    const dirs = [mkdtempSync(join(tmpdir(), "spool-sse-")), mkdtempSync(join(tmpdir(), "spool-sse-"))];
+    const servers = await Promise.all(
+      dirs.map(async (data) => {
+        const config = parseConfig({ server: { port: 0, host: "127.0.0.1", data, streamWaitMs: 0 }, endpoints: { echo: { workersMax: 0 } } });
+        const store = await createStore(url, storeOptions(config));
+        return { store, server: startServer({ config, store, log: silentLog }) };
+      }),
+    );
+    try {
+      const { key } = await createKey(servers[0]!.store, "sse", Date.now());
+      const [a, b] = servers.map((s) => s.server.url) as [string, string];
+      const auth = { authorization: `Bearer ${key}` };
+      const post = (base: string, path: string, body: unknown) => fetch(`${base}/v2/echo/${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) });
+      const { id } = (await (await post(a, "run", { input: {} })).json()) as { id: string };
+      const res = await fetch(`${a}/v2/echo/stream/${id}`, { headers: { ...auth, accept: "text/event-stream" } });
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      const readUntil = async (what: string) => {
+        while (!text.includes(what)) text += (await reader.read()).value ?? "";
+      };
+      await readUntil('"IN_QUEUE"');
+      await fetch(`${b}/v2/echo/job-take/w1`, { headers: auth });
+      await post(b, `job-stream/w1/${id}`, { output: "from b" });
+      await readUntil('"from b"');
+      await post(b, `job-done/w1/${id}`, { output: "end" });
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
+      const events = text.split("\n\n").filter((e) => e.includes("data: ")).map((e) => /event: (\w+)/.exec(e)![1]);
+      expect(events).toEqual(["status", "status", "chunk", "status"]);
+      expect(text).toContain('"status":"COMPLETED","delayTime"');
+    } finally {
+      for (const s of servers) {
+        await s.server.stop();
+        await s.store.close();
+      }
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("server-sent events for jobs", () => {
   test("each chunk and status change is an event; a reconnect with Last-Event-ID gets exactly the missed ones", async () => {
