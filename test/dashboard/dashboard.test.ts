@@ -188,6 +188,46 @@ describe("dashboard in a real browser", () => {
     await page.context().close();
   });
 
+  test("the job list filters by status and pages", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 22; i++) ids.push((await env.srv.json("POST", "/v2/echo/run", { input: { i } }))[1].id);
+    await until(async () => (await env.srv.json("GET", `/v2/echo/status/${ids.at(-1)}`))[1].status === "COMPLETED", "the echo jobs to complete");
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/echo`);
+    await page.getByLabel("Status").selectOption("COMPLETED");
+    await page.locator(`tr[data-job="${ids.at(-1)}"]`).waitFor();
+    const rows = page.locator("tbody tr");
+    expect(await rows.count()).toBe(20);
+    await page.getByRole("button", { name: "Older" }).click();
+    await page.getByText("page 2").waitFor();
+    await page.locator(`tr[data-job="${ids[1]}"]`).waitFor();
+    expect(await page.locator('tbody [data-status]').evaluateAll((els: any[]) => els.every((el) => el.dataset.status === "COMPLETED"))).toBe(true);
+    // Cancelled jobs of slow (from the tests above) and nothing else.
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/slow`);
+    await page.getByLabel("Status").selectOption("CANCELLED");
+    await page.getByText("page 1").waitFor();
+    await page.locator('tbody [data-status="CANCELLED"]').first().waitFor();
+    const shown = await page.locator("tbody [data-status]").evaluateAll((els: any[]) => els.map((el) => el.dataset.status as string));
+    expect(shown.length).toBeGreaterThan(0);
+    expect(new Set(shown)).toEqual(new Set(["CANCELLED"]));
+    await page.context().close();
+  });
+
+  test("purge from the page removes the queued jobs, not the running one", async () => {
+    const [, running] = await env.srv.json("POST", "/v2/gated/run", { input: { text: "held" } });
+    await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "IN_PROGRESS", "the gated job to run");
+    for (let i = 0; i < 2; i++) await env.srv.json("POST", "/v2/gated/run", { input: { text: `queued ${i}` } });
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/gated`);
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Purge queue" }).click();
+    await page.getByRole("status").filter({ hasText: "removed 2" }).waitFor();
+    expect((await env.srv.json("GET", "/v2/gated/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
+    env.gate.release();
+    await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "COMPLETED", "the held job to complete");
+    await page.context().close();
+  });
+
   test("the overview counts the jobs run above (the README's screenshot)", async () => {
     const page = await signedIn(env.srv.key);
     const completed = page.locator('[data-endpoint="image-fast"] [data-figure="completed"]');
