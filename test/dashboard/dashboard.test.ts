@@ -86,7 +86,10 @@ describe("dashboard in a real browser", () => {
     // The job's detail: input, output, times and worker.
     await row.getByRole("link", { name: id }).click();
     await page.getByTestId("job-status").filter({ hasText: "COMPLETED" }).waitFor();
-    await expect(page.locator("pre").filter({ hasText: '"hello": "dashboard"' }).count()).resolves.toBe(2); // input and output
+    // The status comes over SSE, the detail (input) by its own request: wait for both to show.
+    const hello = page.locator("pre").filter({ hasText: '"hello": "dashboard"' });
+    await hello.nth(1).waitFor();
+    await expect(hello.count()).resolves.toBe(2); // input and output
     await shot(page, "job-detail");
     await page.context().close();
   });
@@ -173,7 +176,9 @@ describe("dashboard in a real browser", () => {
     await page.locator(`tr[data-job="${id}"]`).waitFor();
     await page.goto(`${env.srv.url}/dashboard#/endpoints/slow/jobs/${id}`);
     await page.getByTestId("job-status").filter({ hasText: "IN_PROGRESS" }).waitFor();
-    await expect(page.locator("pre").filter({ hasText: '"ms": 600000' }).count()).resolves.toBe(1);
+    const input = page.locator("pre").filter({ hasText: '"ms": 600000' });
+    await input.waitFor(); // the detail arrives by its own request, after or before the SSE status
+    await expect(input.count()).resolves.toBe(1);
     const actions = page.getByRole("button", { name: /^(Cancel|Retry|Purge queue|Run)$/ });
     for (const path of ["", "#/endpoints/slow", `#/endpoints/slow/jobs/${id}`, "#/endpoints/slow/playground"]) {
       await page.goto(`${env.srv.url}/dashboard${path}`);
