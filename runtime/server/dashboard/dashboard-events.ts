@@ -4,8 +4,6 @@ import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
 import type { JobEvent } from "../jobs/job-events.ts";
 
-/** A comment line this often keeps proxies from closing a quiet stream. */
-const KEEPALIVE_MS = 15_000;
 /** A stream ends after this long; the page reconnects (so no request is open without bound). */
 const STREAM_MS = 30 * 60_000;
 /** Most event streams open at once on one server. */
@@ -48,7 +46,7 @@ function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Resp
         if (visible && !visible.includes(endpointId)) return;
         write(`event: job\ndata: ${JSON.stringify(summary(e, endpointId))}\n\n`);
       });
-      const keepalive = setInterval(() => write(": keepalive\n\n"), KEEPALIVE_MS);
+      const keepalive = setInterval(() => write(": keepalive\n\n"), deps.config.server.sseKeepAliveMs);
       const end = setTimeout(() => {
         stop();
         controller.close();

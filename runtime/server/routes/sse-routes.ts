@@ -6,9 +6,6 @@ import { jobResponse } from "../job-view.ts";
 import type { StoredJob } from "../store/store.ts";
 import { streamElement } from "./client-routes.ts";
 
-/** How long a quiet stream waits before a comment line keeps proxies from closing it. */
-const KEEPALIVE_MS = 15_000;
-
 /** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>`. */
 interface Position {
   retries: number;
@@ -75,7 +72,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
       try {
         for (;;) {
           const seen = at;
-          const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), KEEPALIVE_MS, gone.signal);
+          const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone.signal);
           if (gone.signal.aborted) return;
           if (!r) {
             send("gone", { id, error: `job ${id} not found (purged or expired)` });
