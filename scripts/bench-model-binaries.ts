@@ -194,6 +194,14 @@ async function main(): Promise<void> {
     outputRows.push([model.name, what, f2(s(binOut).p50), f2(s(srcOut).p50), (s(binOut).p50 / s(srcOut).p50).toFixed(2)]);
   }
 
+  // A GPU build's size (it is not started: this machine has no GPU to run it on).
+  const t = performance.now();
+  const vulkanOut = join(tmpRoot, "build", "text-vulkan");
+  const vulkan = Bun.spawnSync([process.execPath, "runtime/cli.ts", "build", "handlers/text/handler.ts", "--gpu", "vulkan", "--outfile", vulkanOut], { cwd: REPO_ROOT });
+  if (vulkan.exitCode !== 0) throw new Error(`spool build --gpu vulkan failed\n${vulkan.stdout}${vulkan.stderr}`);
+  const vNative = /native parts: (\d+) files, ([\d.]+) MB/.exec(vulkan.stdout.toString());
+  sizeRows.push(["text --gpu vulkan (not started)", f1(statSync(vulkanOut).size / 1e6), vNative?.[2] ?? "0", vNative?.[1] ?? "0", f1((performance.now() - t) / 1000)]);
+
   printTable(["model binary", "size MB", "embedded native MB", "native files", "build s"], "lrrrr", sizeRows);
   console.log("");
   printTable(["model", "spawn -> first job-take", "p50 s", "max s", "vs source"], "llrrr", startRows);
