@@ -6,6 +6,8 @@ import { type QueuedEntry, SeqQueue } from "./seq-queue.ts";
 export interface EndpointIndex {
   counts: Record<JobStatus, number>;
   queue: SeqQueue;
+  /** The queued jobs that are not lowPriority (the oldest of them scales workers up). */
+  normal: SeqQueue;
 }
 
 const noCounts = (): Record<JobStatus, number> => Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobStatus, number>;
@@ -27,7 +29,7 @@ export class JobIndex {
   /** The endpoint's index, created empty on first use. */
   of(endpointId: string): EndpointIndex {
     let e = this.#endpoints.get(endpointId);
-    if (!e) this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue() }));
+    if (!e) this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue(), normal: new SeqQueue() }));
     return e;
   }
 
@@ -41,13 +43,24 @@ export class JobIndex {
   /** A row became IN_QUEUE (enqueue, retry, a lost worker's job). */
   queued(endpointId: string, from: JobStatus | null, entry: QueuedEntry): void {
     this.move(endpointId, from, "IN_QUEUE");
-    this.of(endpointId).queue.add(entry);
+    const e = this.of(endpointId);
+    e.queue.add(entry);
+    if (!entry.lowPriority) e.normal.add(entry);
   }
 
   /** A row left IN_QUEUE (claim, cancel, purge, expiry). */
   unqueued(endpointId: string, seq: number, to: JobStatus | null): void {
     this.move(endpointId, "IN_QUEUE", to);
-    this.of(endpointId).queue.delete(seq);
+    const e = this.of(endpointId);
+    e.queue.delete(seq);
+    e.normal.delete(seq);
+  }
+
+  /** Drops an entry the table does not hold as queued (never counted as such). */
+  forget(endpointId: string, seq: number): void {
+    const e = this.of(endpointId);
+    e.queue.delete(seq);
+    e.normal.delete(seq);
   }
 
   /** Reads the counts and the queues back from the table. */
@@ -59,7 +72,10 @@ export class JobIndex {
       "SELECT endpoint, id, seq, expires_at, queued_at, COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low FROM jobs WHERE status = 'IN_QUEUE' ORDER BY endpoint, seq",
     );
     for (const r of queued.iterate()) {
-      this.of(r.endpoint).queue.add({ id: r.id, seq: r.seq, expiresAt: r.expires_at, queuedAt: r.queued_at, lowPriority: r.low === 1 });
+      const e = this.of(r.endpoint);
+      const entry = { id: r.id, seq: r.seq, expiresAt: r.expires_at, queuedAt: r.queued_at, lowPriority: r.low === 1 };
+      e.queue.add(entry);
+      if (!entry.lowPriority) e.normal.add(entry);
     }
   }
 }

@@ -75,15 +75,13 @@ export const jobReads = {
 
   scalingStats(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): ScalingStats {
     const n = liveCounts(s, endpointId, now);
-    // Low-priority and expired jobs at the front are walked past; the walk stops at the first
-    // normal one, the oldest (queue order is submission order, a lost worker's job keeping its place).
+    // The first live job of the normal-priority queue is the oldest (queue order is submission
+    // order, a lost worker's job keeping its place); only expired ones not yet swept are walked past.
     let oldest: number | undefined;
-    for (const e of s.index.of(endpointId).queue.inOrder()) {
+    for (const e of s.index.of(endpointId).normal.inOrder()) {
       if (e.expiresAt <= now) continue;
-      if (!e.lowPriority) {
-        oldest = e.queuedAt;
-        break;
-      }
+      oldest = e.queuedAt;
+      break;
     }
     const low = lowQueued(s, endpointId, now);
     const workers = s.db

@@ -94,7 +94,7 @@ export const jobTransitions = {
     for (const entry of picked) {
       const row = take.get(now, workerId, now, entry.id);
       if (!row) {
-        s.index.of(endpointId).queue.delete(entry.seq); // not queued after all: never counted as such
+        s.index.forget(endpointId, entry.seq); // not queued after all
         continue;
       }
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
