@@ -33,7 +33,7 @@ import { profile } from "./bench/queue-monitor.ts";
 import { f1, f2, printLatency, printProfiles, printRatios, printThroughput, rate } from "./bench/queue-report.ts";
 import { createQueueSession } from "./bench/queue-session.ts";
 import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
-import { backlogRun, type BacklogRun } from "./bench/queue-backlog.ts";
+import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
 import { printBacklog, printSideBySide } from "./bench/queue-side-by-side.ts";
 import type { Throughput } from "./bench/queue-timing.ts";
@@ -126,10 +126,9 @@ async function main(): Promise<void> {
       console.log(`  ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
     }
     console.log("embedded store under a backlog:");
-    for (const n of BACKLOG) {
-      const b = await backlogRun(session, n, SUBMITS, TAKES);
+    for (const b of await backlogRuns(session, BACKLOG, SUBMITS, TAKES)) {
       backlog.push(b);
-      console.log(`  ${n} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
+      console.log(`  ${b.queued} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
     }
     const l = await runsyncLatency(session, false);
     lat.push(...l);
@@ -173,7 +172,7 @@ async function main(): Promise<void> {
     printSideBySide(sideBySide, processShapes);
   }
   if (backlog.length) {
-    console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops; ${TAKES} take+done by one worker)\n`);
+    console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops and ${TAKES} take+done by one worker per depth, in 3 rounds across the depths; submit rate: median of the rounds)\n`);
     printBacklog(backlog);
   }
   if (onRedis.length) {
@@ -186,9 +185,9 @@ async function main(): Promise<void> {
   console.log(`machine: ${info}${redisInfo ? `; ${redisInfo}` : ""}`);
   console.log(`Spool servers run in their own processes and the submit loops (${CLIENTS}) in this one. Beside BullMQ, Spool's protocol workers`);
   console.log("(HTTP job-take -> job-done) and BullMQ's Workers each run in 4 processes of their own; in the Redis-store table both run in this process.");
-  console.log(`"submit-only jobs/s" is the rate submissions were answered while the workers drained; CPU is user+system over the`);
-  const statsNote = " Redis commands/job counts commands inside scripts too (INFO commandstats).";
-  console.log(`timed window (other processes from /proc, 10 ms ticks).${onRedis.length ? statsNote : ""}`);
+  const submitNote = onRedis.length ? `"submit-only jobs/s" is the rate submissions were answered while the workers drained; ` : "";
+  console.log(`${submitNote}CPU is user+system over the timed window, per job (other processes from /proc, 10 ms ticks).`);
+  if (onRedis.length) console.log("Redis commands/job counts commands inside scripts too (INFO commandstats).");
   console.log(`total ${f1((performance.now() - t0) / 1000)} s`);
 }
 

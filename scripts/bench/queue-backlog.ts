@@ -3,6 +3,7 @@ import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
 import { processCpu } from "./process-cpu.ts";
 import { queueClient } from "./queue-client.ts";
 import { ENDPOINT, type QueueSession } from "./queue-session.ts";
+import type { SpoolProcess } from "./spool-process.ts";
 import { summarize } from "./stats.ts";
 
 /** Figures of one server holding `queued` jobs. */
@@ -39,46 +40,73 @@ function rssMiB(pid: number): number {
 }
 
 /**
- * A fresh server on a store already holding `queued` jobs: `submits` /run through the session's
- * submit loops, then `takes` job-take -> job-done pairs by one worker, and the server's RSS.
+ * One fresh server per depth, each on a store already holding that many jobs, all running at
+ * once and measured in turn, `rounds` times round-robin (so that a change in the shared
+ * machine's load falls on every depth alike): `submits` /run through the session's submit loops
+ * and `takes` job-take -> job-done pairs by one worker, split over the rounds; the submit rate is
+ * the median of the rounds, latencies are pooled. RSS is read at the end.
  */
-export async function backlogRun(session: QueueSession, queued: number, submits: number, takes: number): Promise<BacklogRun> {
-  let filled = 0;
-  const prepare = async (dir: string) => {
-    await prefill(dir, queued);
-    filled = performance.now();
-  };
-  const server = await session.startServer(session.unique(`backlog-${queued}`), { prepare });
+export async function backlogRuns(session: QueueSession, depths: number[], submits: number, takes: number, rounds = 3): Promise<BacklogRun[]> {
+  const servers: { queued: number; server: SpoolProcess; startSeconds: number; rates: number[]; cpuUs: number[]; ms: number[] }[] = [];
   try {
-    const c = queueClient(server);
-    const h = await c.health();
-    const startSeconds = (performance.now() - filled) / 1000;
-    if (h.jobs.inQueue !== queued) throw new Error(`backlog ${queued}: /health says ${h.jobs.inQueue} queued`);
-    // Warm up both processes (JIT, the server's statement cache) before timing.
-    let warm = 0;
-    await Promise.all(Array.from({ length: session.settings.clients }, async () => {
-      while (warm < 1000) await c.run({ warm: warm++ });
-    }));
-    const cpu0 = processCpu(server.proc.pid);
-    const start = performance.now();
-    let next = 0;
-    await Promise.all(Array.from({ length: session.settings.clients }, async () => {
-      while (next < submits) await c.run({ i: next++ });
-    }));
-    const submitSeconds = (performance.now() - start) / 1000;
-    const submitCpuUs = ((processCpu(server.proc.pid) - cpu0) * 1e6) / submits;
-
-    const ms: number[] = [];
-    const stop = new AbortController();
-    for (let i = 0; i < takes; i++) {
-      const t = performance.now();
-      const [job] = await c.take("backlog-w", null, stop.signal);
-      await c.done("backlog-w", job!.id);
-      ms.push(performance.now() - t);
+    for (const queued of depths) {
+      let filled = 0;
+      const prepare = async (dir: string) => {
+        await prefill(dir, queued);
+        filled = performance.now();
+      };
+      const server = await session.startServer(session.unique(`backlog-${queued}`), { prepare });
+      const h = await queueClient(server).health();
+      const startSeconds = (performance.now() - filled) / 1000;
+      if (h.jobs.inQueue !== queued) throw new Error(`backlog ${queued}: /health says ${h.jobs.inQueue} queued`);
+      servers.push({ queued, server, startSeconds, rates: [], cpuUs: [], ms: [] });
     }
-    const { p50, p99 } = summarize(ms);
-    return { queued, startSeconds, submitPerSecond: submits / submitSeconds, submitCpuUs, takeDone: { p50, p99 }, rssMiB: rssMiB(server.proc.pid) };
+    for (const s of servers) {
+      // Warm up both processes (JIT, the server's statement cache) before timing.
+      const c = queueClient(s.server);
+      let warm = 0;
+      await Promise.all(Array.from({ length: session.settings.clients }, async () => {
+        while (warm < 1000) await c.run({ warm: warm++ });
+      }));
+    }
+    const perRound = Math.ceil(submits / rounds);
+    const takesPerRound = Math.ceil(takes / rounds);
+    const stop = new AbortController();
+    for (let r = 0; r < rounds; r++) {
+      for (const s of servers) {
+        const c = queueClient(s.server);
+        const cpu0 = processCpu(s.server.proc.pid);
+        const start = performance.now();
+        let next = 0;
+        await Promise.all(Array.from({ length: session.settings.clients }, async () => {
+          while (next < perRound) await c.run({ i: next++ });
+        }));
+        s.rates.push(perRound / ((performance.now() - start) / 1000));
+        s.cpuUs.push(((processCpu(s.server.proc.pid) - cpu0) * 1e6) / perRound);
+      }
+      for (const s of servers) {
+        const c = queueClient(s.server);
+        for (let i = 0; i < takesPerRound; i++) {
+          const t = performance.now();
+          const [job] = await c.take("backlog-w", null, stop.signal);
+          await c.done("backlog-w", job!.id);
+          s.ms.push(performance.now() - t);
+        }
+      }
+    }
+    const median = (xs: number[]) => summarize(xs).p50;
+    return servers.map((s) => {
+      const { p50, p99 } = summarize(s.ms);
+      return {
+        queued: s.queued,
+        startSeconds: s.startSeconds,
+        submitPerSecond: median(s.rates),
+        submitCpuUs: median(s.cpuUs),
+        takeDone: { p50, p99 },
+        rssMiB: rssMiB(s.server.proc.pid),
+      };
+    });
   } finally {
-    await session.stopServer(server);
+    await Promise.all(servers.map((s) => session.stopServer(s.server)));
   }
 }
