@@ -10,7 +10,7 @@
  * and their ratio (the pipeline's overhead per step), plus whole 4-step images both ways; then
  * precision: the tiny dev model in fp32, fp16 (fp16 inputs and outputs) and fp16 weights with fp32
  * inputs and outputs, through FluxPipeline in this process, per step and per whole image, at
- * 256x256 and 1024x1024 (how cost grows with image tokens: 256 -> 4096).
+ * 256x256 and 1024x1024 (how cost grows with image tokens: 256 -> 4096); medians of interleaved runs.
  *
  *   bun scripts/bench-image.ts [--repeat 5] [--device cpu] [--only precision]
  *
@@ -103,27 +103,26 @@ async function directStep(model: string, t5: number, size: number): Promise<numb
 }
 
 async function directImage(model: string, t5: number, size: number, steps: number): Promise<number> {
-  return (await directImages(model, t5, size, [steps]))[0]!;
-}
-
-/** Fastest whole image per step count through FluxPipeline in this process, the counts alternating. */
-async function directImages(model: string, t5: number, size: number, stepCounts: number[]): Promise<number[]> {
   const p = await FluxPipeline.load(model, { device: DEVICE, maxSequenceLength: t5 });
-  const req = (steps: number) => ({ prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 });
-  await p.generate(req(1));
-  const times = stepCounts.map(() => [] as number[]);
+  const req = { prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 };
+  await p.generate(req);
+  const times: number[] = [];
   for (let i = 0; i < REPEAT; i++) {
-    for (const [k, steps] of stepCounts.entries()) {
-      const t0 = performance.now();
-      await p.generate(req(steps));
-      times[k]!.push((performance.now() - t0) / 1000);
-    }
+    const t0 = performance.now();
+    await p.generate(req);
+    times.push((performance.now() - t0) / 1000);
   }
   await p.dispose();
-  return times.map(fastest);
+  return fastest(times);
 }
 
-/** fp32 against fp16 twins of the tiny dev model: per step ((8-step - 1-step) / 7) and per whole 4-step image. */
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
+
+/**
+ * fp32 against its fp16 twins on the tiny dev model, all three loaded at once and interleaved
+ * run by run (so a busy machine slows them alike): per step = median over runs of
+ * (16-step image - 1-step image) / 15; whole 4-step image = median.
+ */
 async function precisionTable(): Promise<void> {
   const twins = [
     { name: "fp32", dir: models.dev },
@@ -131,17 +130,30 @@ async function precisionTable(): Promise<void> {
     { name: "fp16 weights, fp32 in/out", dir: join(tmp, "dev-fp16-io32"), options: { precision: "fp16", io: "fp32" } as const },
   ];
   for (const t of twins) if (t.options) await makeTinyFlux(t.dir, { variant: "dev", ...t.options });
+  const pipelines = await Promise.all(twins.map((t) => FluxPipeline.load(t.dir, { device: DEVICE, maxSequenceLength: 512 })));
   const rows: string[][] = [];
   for (const size of SIZES) {
-    let base: { step: number; image: number } | undefined;
-    for (const t of twins) {
-      const [one, four, eight] = await directImages(t.dir, 512, size, [1, 4, 8]);
-      const step = (eight! - one!) / 7;
-      base ??= { step, image: four! };
-      rows.push([`${t.name} ${size}x${size}`, fmt(step), (step / base.step).toFixed(2), fmt(four!), (four! / base.image).toFixed(2)]);
+    const timed = async (p: FluxPipeline, steps: number) => {
+      const t0 = performance.now();
+      await p.generate({ prompt: "a red cat", width: size, height: size, steps, guidance: 3.5, seed: 1 });
+      return (performance.now() - t0) / 1000;
+    };
+    for (const p of pipelines) await timed(p, 1);
+    const perStep = twins.map(() => [] as number[]);
+    const image = twins.map(() => [] as number[]);
+    for (let i = 0; i < REPEAT; i++) {
+      for (const [k, p] of pipelines.entries()) {
+        perStep[k]!.push(((await timed(p, 16)) - (await timed(p, 1))) / 15);
+        image[k]!.push(await timed(p, 4));
+      }
+    }
+    const [step0, image0] = [median(perStep[0]!), median(image[0]!)];
+    for (const [k, t] of twins.entries()) {
+      rows.push([`${t.name} ${size}x${size}`, fmt(median(perStep[k]!)), (median(perStep[k]!) / step0).toFixed(2), fmt(median(image[k]!)), (median(image[k]!) / image0).toFixed(2)]);
     }
   }
-  printTable(["tiny dev model, FluxPipeline in-process", "per step", "vs fp32", "whole 4-step image", "vs fp32"], "lrrrr", rows, { outerPipes: false });
+  await Promise.all(pipelines.map((p) => p.dispose()));
+  printTable(["tiny dev model, FluxPipeline in-process (medians)", "per step", "vs fp32", "whole 4-step image", "vs fp32"], "lrrrr", rows, { outerPipes: false });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -181,7 +193,7 @@ async function endpointTimes(server: SpoolProcess, endpoint: string, size: numbe
 
 try {
   if (flags.only === "precision") {
-    console.log(`bench-image precision: tiny dev model, device ${DEVICE}, bun ${Bun.version}, fastest of ${REPEAT}\n`);
+    console.log(`bench-image precision: tiny dev model, device ${DEVICE}, bun ${Bun.version}, medians of ${REPEAT} interleaved runs\n`);
     await precisionTable();
     await cleanup.run();
     process.exit(0);

@@ -7,7 +7,7 @@ export class DeviceUnavailableError extends Error {
 }
 
 const HINTS: Record<Device, string> = {
-  cuda: "the CUDA provider needs an NVIDIA GPU with CUDA 12 + cuDNN 9 and onnxruntime-node installed with its CUDA binaries (not ONNXRUNTIME_NODE_INSTALL=skip)",
+  cuda: "the CUDA provider needs an NVIDIA GPU with CUDA 12 + cuDNN 9 and onnxruntime-node's CUDA binaries (ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node); `spool doctor` lists what this machine lacks",
   webgpu: "WebGPU needs libvulkan.so.1 and a GPU driver's Vulkan ICD",
   cpu: "the CPU provider is bundled with onnxruntime-node",
 };
