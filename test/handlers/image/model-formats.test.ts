@@ -93,6 +93,13 @@ describe("layouts real exports use", () => {
     expect(Buffer.from((await imageOf(root)).image).equals(Buffer.from(fp32Image))).toBe(true);
   });
 
+  test("config.json files are optional: without them FLUX's defaults give the same image", async () => {
+    const root = join(dir, "no-configs");
+    cpSync(join(dir, "fp32"), root, { recursive: true });
+    for (const folder of ["text_encoder", "text_encoder_2", "transformer", "vae_decoder"]) rmSync(join(root, folder, "config.json"));
+    expect(Buffer.from((await imageOf(root)).image).equals(Buffer.from(fp32Image))).toBe(true);
+  });
+
   test("optimum's layout: model.onnx + model.onnx_data, fp16 with another output name: loads by metadata, no fixed names", async () => {
     const root = await make("optimum", { externalData: "model.onnx_data", precision: "fp16", transformerOutput: "latent" });
     expect(statSync(join(root, "transformer/model.onnx_data")).size).toBeGreaterThan(statSync(join(root, "transformer/model.onnx")).size);
