@@ -2,7 +2,8 @@ import type { Admission, RequestLimit } from "../store.ts";
 
 /** Reservations grow while they run out this fast (store clock), up to an eighth of the limit. */
 const BURST_MS = 50;
-const MAX_CHUNK = 64;
+const MAX_TOKENS = 256;
+const MAX_SLOTS = 64;
 /** Slots held and not used for this long (real time) go back to the other servers. */
 const TRIM_MS = 50;
 /** Held slots are re-stamped this often, so that the ten-minute clean-up of a dead server's slots spares them. */
@@ -95,8 +96,8 @@ export class ReservedAdmission {
       if (!needTokens && !needSlot) break;
       const burst = now - b.lastReserveAt < BURST_MS;
       b.lastReserveAt = now;
-      if (needTokens) b.tokenChunk = burst ? Math.min(b.tokenChunk * 2, chunkCap(limit.requests)) : 1;
-      if (needSlot) b.slotChunk = burst ? Math.min(b.slotChunk * 2, chunkCap(limit.concurrent!)) : 1;
+      if (needTokens) b.tokenChunk = burst ? Math.min(b.tokenChunk * 2, chunkCap(limit.requests, MAX_TOKENS)) : 1;
+      if (needSlot) b.slotChunk = burst ? Math.min(b.slotChunk * 2, chunkCap(limit.concurrent!, MAX_SLOTS)) : 1;
       const ids = needSlot ? Array.from({ length: b.slotChunk }, () => `${this.#server}:${this.#nextSlot++}`) : [];
       const got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
       if (b.windowStart === start) b.tokens += got.tokens;
@@ -159,4 +160,4 @@ export class ReservedAdmission {
   }
 }
 
-const chunkCap = (limit: number) => Math.max(1, Math.min(MAX_CHUNK, Math.floor(limit / 8)));
+const chunkCap = (limit: number, max: number) => Math.max(1, Math.min(max, Math.floor(limit / 8)));
