@@ -1,6 +1,6 @@
 import type { Admission, RequestLimit } from "../store.ts";
 
-/** Reservations grow while they run out this fast (store clock), up to an eighth of the limit. */
+/** Reservations double while they run out this fast (store clock), up to an eighth of the limit. */
 const BURST_MS = 50;
 const MAX_TOKENS = 256;
 const MAX_SLOTS = 64;
@@ -54,7 +54,7 @@ interface Bucket {
 /**
  * Request admission for several servers sharing one Redis, counted there without a round trip
  * per request: a server reserves window tokens and concurrent slots in Redis in small chunks
- * (one at first, growing while it uses them up quickly) and admits locally while it holds some.
+ * (one at first, doubling while it uses them up quickly, halving when it does not) and admits locally while it holds some.
  * Redis's counts include what servers reserved, so the limits are never exceeded across servers;
  * a server may refuse slightly early while another holds reserved tokens or slots (slots unused
  * for TRIM_MS go back). One server alone is exact: its refusal needs every token or slot used.
@@ -96,8 +96,9 @@ export class ReservedAdmission {
       if (!needTokens && !needSlot) break;
       const burst = now - b.lastReserveAt < BURST_MS;
       b.lastReserveAt = now;
-      if (needTokens) b.tokenChunk = burst ? Math.min(b.tokenChunk * 2, chunkCap(limit.requests, MAX_TOKENS)) : 1;
-      if (needSlot) b.slotChunk = burst ? Math.min(b.slotChunk * 2, chunkCap(limit.concurrent!, MAX_SLOTS)) : 1;
+      // Doubled while used up quickly, halved otherwise (a pause in a steady stream costs little).
+      if (needTokens) b.tokenChunk = Math.min(burst ? b.tokenChunk * 2 : Math.ceil(b.tokenChunk / 2), chunkCap(limit.requests, MAX_TOKENS));
+      if (needSlot) b.slotChunk = Math.min(burst ? b.slotChunk * 2 : Math.ceil(b.slotChunk / 2), chunkCap(limit.concurrent!, MAX_SLOTS));
       const ids = needSlot ? Array.from({ length: b.slotChunk }, () => `${this.#server}:${this.#nextSlot++}`) : [];
       const got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
       if (b.windowStart === start) b.tokens += got.tokens;
