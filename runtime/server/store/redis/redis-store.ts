@@ -22,6 +22,11 @@ export const SCRIPT_SOURCES = Object.fromEntries(
   Object.entries(BODIES).map(([name, body]) => [name, PRELUDE + body + EPILOGUE]),
 ) as Record<ScriptName, string>;
 
+/** SHA1 of each script, as EVALSHA names it: known here, so a script runs without a SCRIPT LOAD first. */
+const SCRIPT_SHAS = Object.fromEntries(
+  Object.entries(SCRIPT_SOURCES).map(([name, src]) => [name, new Bun.CryptoHasher("sha1").update(src).digest("hex")]),
+) as Record<ScriptName, string>;
+
 /**
  * The store on Redis, for several servers: every change is one Lua script (atomic), all keys
  * share one hash tag so scripts stay in one slot of a Redis Cluster, and state changes are
@@ -33,7 +38,6 @@ export class RedisStore implements Store {
   readonly #subscriber: RedisClient;
   readonly #prefix: string;
   readonly #retention: StoreOptions["retention"];
-  readonly #shas = new Map<ScriptName, string>();
   readonly #admission: ReservedAdmission;
 
   private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
@@ -67,21 +71,13 @@ export class RedisStore implements Store {
 
   async #run(name: ScriptName, args: (string | number)[]): Promise<any> {
     const argv = [this.#prefix, this.#retention.syncMs, this.#retention.asyncMs, ...args].map(String);
-    let sha = this.#shas.get(name);
-    for (let attempt = 0; ; attempt++) {
-      if (!sha) {
-        sha = (await this.#client.send("SCRIPT", ["LOAD", SCRIPT_SOURCES[name]])) as string;
-        this.#shas.set(name, sha);
-      }
-      try {
-        return await this.#client.send("EVALSHA", [sha, "0", ...argv]);
-      } catch (err) {
-        if (attempt === 0 && String(err).includes("NOSCRIPT")) {
-          sha = undefined; // the server restarted and lost its script cache
-          continue;
-        }
-        throw err;
-      }
+    try {
+      return await this.#client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
+    } catch (err) {
+      if (!String(err).includes("NOSCRIPT")) throw err;
+      // First use on this redis-server (or it restarted and lost its script cache): load, run again.
+      await this.#client.send("SCRIPT", ["LOAD", SCRIPT_SOURCES[name]]);
+      return await this.#client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
     }
   }
 
