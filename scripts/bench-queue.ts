@@ -22,7 +22,8 @@
  *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300]
  *
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
- * submitted completed.
+ * submitted completed. To profile the servers it starts, pass bun flags for them in
+ * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
  */
 import { parseArgs } from "node:util";
 import { benchCli } from "./bench/cli.ts";

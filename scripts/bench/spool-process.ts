@@ -39,7 +39,9 @@ export async function startSpool(opts: SpoolOptions): Promise<SpoolProcess> {
   const { name } = opts;
   const store = opts.store ? ["--store", opts.store] : [];
   const args = ["serve", "--port", "0", "--data", opts.dataDir, "--config", opts.configPath, ...store];
-  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, "runtime/cli.ts"), ...args], {
+  // SPOOL_BENCH_SERVER_FLAGS: extra bun flags for the servers, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof".
+  const flags = (process.env.SPOOL_BENCH_SERVER_FLAGS ?? "").split(" ").filter(Boolean);
+  const proc = Bun.spawn([process.execPath, ...flags, join(REPO_ROOT, "runtime/cli.ts"), ...args], {
     cwd: opts.cwd ?? REPO_ROOT,
     stdin: "ignore",
     stdout: "pipe",
