@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
+import type { DashboardEvent } from "../../protocol/dashboard-event.ts";
 import { jobResponse } from "../job-view.ts";
 import type { JobEvent } from "../jobs/job-events.ts";
 
@@ -69,7 +70,7 @@ function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Resp
   });
 }
 
-function summary(e: JobEvent, endpointId: string) {
+function summary(e: JobEvent, endpointId: string): DashboardEvent {
   if (e.type === "refused") return { type: e.type, endpointId, reason: e.reason };
   const { output: _o, error: _e, ...status } = jobResponse(e.job);
   return { type: e.type, endpointId, job: { ...status, createdAt: new Date(e.job.createdAt).toISOString(), sync: e.job.sync } };

@@ -1,4 +1,6 @@
 /** The page's client of the server: the same /v2 job API as any client, with the signed-in key. */
+import type { HealthResponse, JobResponse, JobState, PurgeResponse, RequestsPage } from "../../../protocol/job-response.ts";
+import type { EndpointStats } from "../../metrics/endpoint-stats.ts";
 
 const KEY_ITEM = "spool-api-key";
 
@@ -55,32 +57,12 @@ export interface JsonSchema {
   additionalProperties?: unknown;
 }
 
-export interface Health {
-  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
-  workers: { idle: number; running: number; initializing: number; unhealthy: number };
-}
+/** Wire types as the server defines them (type imports: nothing of the server is bundled). */
+export type { HealthResponse as Health } from "../../../protocol/job-response.ts";
+export type { EndpointStats } from "../../metrics/endpoint-stats.ts";
 
-export interface EndpointStats {
-  endpointId: string;
-  jobsPerMinute: number;
-  delayMs: { p50: number | null; p95: number | null };
-  executionMs: { p50: number | null; p95: number | null };
-  series: Array<{ minute: number; ended: number; failed: number; delayP50: number | null; executionP50: number | null }>;
-}
-
-export interface JobSummary {
-  id: string;
-  status: string;
-  delayTime?: number;
-  executionTime?: number;
-  output?: unknown;
-  error?: unknown;
-  workerId?: string;
-  /** Queued jobs of the endpoint taken before this one (a queued job's /status). */
-  queuePosition?: number;
-  createdAt?: string;
-  sync?: boolean;
-}
+/** A job as /status and the rows of /requests show it. */
+export type JobSummary = JobResponse & { createdAt?: string; sync?: boolean };
 
 export interface JobDetail extends JobSummary {
   input?: unknown;
@@ -132,19 +114,19 @@ export class Api {
   }
 
   endpoints = () => this.call<{ key: KeyInfo; endpoints: EndpointInfo[] }>("GET", "/dashboard/api/endpoints");
-  health = (ep: string) => this.call<Health>("GET", `/v2/${enc(ep)}/health`);
+  health = (ep: string) => this.call<HealthResponse>("GET", `/v2/${enc(ep)}/health`);
   stats = (ep: string) => this.call<EndpointStats>("GET", `/dashboard/api/endpoints/${enc(ep)}/stats`);
   requests = (ep: string, q: { status?: string; cursor?: string; limit?: number }) => {
     const params = new URLSearchParams({ limit: String(q.limit ?? 20) });
     if (q.status) params.set("status", q.status);
     if (q.cursor) params.set("cursor", q.cursor);
-    return this.call<{ requests: JobSummary[]; nextCursor?: string }>("GET", `/v2/${enc(ep)}/requests?${params}`);
+    return this.call<RequestsPage>("GET", `/v2/${enc(ep)}/requests?${params}`);
   };
   job = (ep: string, id: string) => this.call<JobDetail>("GET", `/dashboard/api/endpoints/${enc(ep)}/jobs/${enc(id)}`);
-  run = (ep: string, input: unknown) => this.call<{ id: string; status: string }>("POST", `/v2/${enc(ep)}/run`, { input });
-  cancel = (ep: string, id: string) => this.call<{ id: string; status: string }>("POST", `/v2/${enc(ep)}/cancel/${enc(id)}`);
-  retry = (ep: string, id: string) => this.call<{ id: string; status: string }>("POST", `/v2/${enc(ep)}/retry/${enc(id)}`);
-  purge = (ep: string) => this.call<{ removed: number }>("POST", `/v2/${enc(ep)}/purge-queue`);
+  run = (ep: string, input: unknown) => this.call<JobState>("POST", `/v2/${enc(ep)}/run`, { input });
+  cancel = (ep: string, id: string) => this.call<JobState>("POST", `/v2/${enc(ep)}/cancel/${enc(id)}`);
+  retry = (ep: string, id: string) => this.call<JobState>("POST", `/v2/${enc(ep)}/retry/${enc(id)}`);
+  purge = (ep: string) => this.call<PurgeResponse>("POST", `/v2/${enc(ep)}/purge-queue`);
 
   /**
    * Follows a server-sent event stream until `signal` aborts or the server ends it with

@@ -1,12 +1,8 @@
 import type { Api } from "./api.ts";
 
-/** A job event of the dashboard's stream: a job of an endpoint the key may see changed. */
-export interface DashboardEvent {
-  type: "submitted" | "taken" | "ended" | "refused";
-  endpointId: string;
-  job?: { id: string; status: string; delayTime?: number; executionTime?: number; workerId?: string; createdAt?: string; sync?: boolean };
-  reason?: string;
-}
+import type { DashboardEvent } from "../../../protocol/dashboard-event.ts";
+
+export type { DashboardEvent };
 
 type Listener = (e: DashboardEvent) => void;
 
