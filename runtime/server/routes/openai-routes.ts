@@ -8,6 +8,7 @@ import { authenticate, authorize } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
+import { eventStreamResponse } from "../event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
 import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
 
@@ -142,54 +143,32 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     }
     if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED") throw jobFailure(first.job);
     if (!first.job) throw jobFailure(null);
-    const encoder = new TextEncoder();
-    const gone = new AbortController();
     // The stream counts as a request in flight (the concurrent rate limit) until it ends.
     const release = c.var.keepAdmission?.() ?? (async () => {});
-    const stream = new ReadableStream<Uint8Array>({
-      async start(controller) {
-        const send = (text: string) => controller.enqueue(encoder.encode(text));
-        const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
-        let r: Read | null = first;
-        let started = false;
-        try {
-          while (r) {
-            if (r.chunks.length) {
-              send(sse(r.chunks));
-              started = true;
-            }
-            if (!r.job || isFinal(r.job.status)) break;
-            if (!r.chunks.length) send(started ? ": keepalive\n\n" : ": waiting for the first token\n\n");
-            const left = deadline - deps.clock.now();
-            if (!started && left <= 0) {
-              const given = await giveUp(job, r.job, waitMs, true);
-              if (given instanceof OpenaiError) {
-                fail(given);
-                controller.close();
-                return;
-              }
-              r = await read(given, 0, gone.signal);
-              continue;
-            }
-            r = await read(job, started ? keepAliveMs : Math.min(keepAliveMs, left), gone.signal);
-          }
-          if (!r) return;
-          if (r.job?.status === "COMPLETED") send("data: [DONE]\n\n");
-          else fail(jobFailure(r.job));
-          controller.close();
-        } catch (err) {
-          if (!gone.signal.aborted) controller.error(err);
-        } finally {
-          await release();
+    return eventStreamResponse(async (send, gone) => {
+      const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
+      let r: Read | null = first;
+      let started = false;
+      while (r) {
+        if (r.chunks.length) {
+          send(sse(r.chunks));
+          started = true;
         }
-      },
-      cancel() {
-        gone.abort();
-        abandon(job);
-        void release();
-      },
-    });
-    return new Response(stream, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" } });
+        if (!r.job || isFinal(r.job.status)) break;
+        if (!r.chunks.length) send(started ? ": keepalive\n\n" : ": waiting for the first token\n\n");
+        const left = deadline - deps.clock.now();
+        if (!started && left <= 0) {
+          const given = await giveUp(job, r.job, waitMs, true);
+          if (given instanceof OpenaiError) return fail(given);
+          r = await read(given, 0, gone);
+          continue;
+        }
+        r = await read(job, started ? keepAliveMs : Math.min(keepAliveMs, left), gone);
+      }
+      if (!r) return;
+      if (r.job?.status === "COMPLETED") send("data: [DONE]\n\n");
+      else fail(jobFailure(r.job));
+    }, { release, onCancel: () => abandon(job), headers: { connection: "keep-alive" } });
   }
 
   /**

@@ -4,6 +4,7 @@ import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
 import type { StoredJob } from "../store/store.ts";
+import { eventStreamResponse } from "../event-stream.ts";
 import { streamElement } from "./client-routes.ts";
 
 /** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>`. */
@@ -54,8 +55,6 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
   let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
 
-  const encoder = new TextEncoder();
-  const gone = new AbortController();
   const release = c.var.keepAdmission?.() ?? (async () => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
   const statusBody = async (job: StoredJob) => {
@@ -65,46 +64,30 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
     return position === null ? body : { ...body, queuePosition: position };
   };
   const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
-  const body = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      const send = (event: string, data: unknown) =>
-        controller.enqueue(encoder.encode(`event: ${event}\nid: ${eventId()}\ndata: ${JSON.stringify(data)}\n\n`));
-      try {
-        for (;;) {
-          const seen = at;
-          const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone.signal);
-          if (gone.signal.aborted) return;
-          if (!r) {
-            send("gone", { id, error: `job ${id} not found (purged or expired)` });
-            break;
-          }
-          if (r.job.retries !== at.retries) {
-            at = { retries: r.job.retries, chunks: 0, stamp: at.stamp };
-            continue;
-          }
-          for (const chunk of r.chunks) {
-            at = { ...at, chunks: at.chunks + 1 };
-            send("chunk", streamElement(chunk));
-          }
-          const stamp = stampOf(r.job);
-          if (stamp !== at.stamp) {
-            at = { ...at, stamp };
-            send("status", await statusBody(r.job));
-          } else if (!r.chunks.length) controller.enqueue(encoder.encode(": keepalive\n\n"));
-          if (isFinal(r.job.status)) break;
-        }
-        controller.close();
-      } catch (err) {
-        if (!gone.signal.aborted) controller.error(err);
-      } finally {
-        await release();
+  return eventStreamResponse(async (write, gone) => {
+    const send = (event: string, data: unknown) => write(`event: ${event}\nid: ${eventId()}\ndata: ${JSON.stringify(data)}\n\n`);
+    for (;;) {
+      const seen = at;
+      const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone);
+      if (gone.aborted) return;
+      if (!r) {
+        send("gone", { id, error: `job ${id} not found (purged or expired)` });
+        return;
       }
-    },
-    cancel() {
-      gone.abort();
-    },
-  });
-  return new Response(body, {
-    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" },
-  });
+      if (r.job.retries !== at.retries) {
+        at = { retries: r.job.retries, chunks: 0, stamp: at.stamp };
+        continue;
+      }
+      for (const chunk of r.chunks) {
+        at = { ...at, chunks: at.chunks + 1 };
+        send("chunk", streamElement(chunk));
+      }
+      const stamp = stampOf(r.job);
+      if (stamp !== at.stamp) {
+        at = { ...at, stamp };
+        send("status", await statusBody(r.job));
+      } else if (!r.chunks.length) write(": keepalive\n\n");
+      if (isFinal(r.job.status)) return;
+    }
+  }, { release });
 }
