@@ -9,23 +9,9 @@ import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { RedisEvents } from "./redis-events.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
-import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
-import { JOB_SCRIPTS } from "./redis-lua-jobs.ts";
-import { EPILOGUE, PRELUDE } from "./redis-lua-prelude.ts";
+import { RedisScripts } from "./redis-scripts.ts";
 
-type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
-const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
 const SWEEP_BATCH = 500;
-
-/** The Lua source EVALSHA runs for each script (what SCRIPT LOAD is sent). */
-export const SCRIPT_SOURCES = Object.fromEntries(
-  Object.entries(BODIES).map(([name, body]) => [name, PRELUDE + body + EPILOGUE]),
-) as Record<ScriptName, string>;
-
-/** SHA1 of each script, as EVALSHA names it: known here, so a script runs without a SCRIPT LOAD first. */
-const SCRIPT_SHAS = Object.fromEntries(
-  Object.entries(SCRIPT_SOURCES).map(([name, src]) => [name, new Bun.CryptoHasher("sha1").update(src).digest("hex")]),
-) as Record<ScriptName, string>;
 
 /**
  * The store on Redis, for several servers: every change is one Lua script (atomic), all keys
@@ -37,19 +23,19 @@ export class RedisStore implements Store {
   readonly #client: RedisClient;
   readonly #subscriber: RedisClient;
   readonly #prefix: string;
-  readonly #retention: StoreOptions["retention"];
   readonly #admission: ReservedAdmission;
+  readonly #scripts: RedisScripts;
 
   private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
     this.#client = client;
     this.#subscriber = subscriber;
     this.#prefix = prefix;
-    this.#retention = options.retention;
+    this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     const slotKey = (bucket: string) => `${prefix}rc:${bucket}`;
     this.#admission = new ReservedAdmission({
       reserve: async (r) => {
-        const [tokens, slots, retryAfterSeconds] = (await this.#run("reserve", [
+        const [tokens, slots, retryAfterSeconds] = (await this.#scripts.run("reserve", [
           r.now, r.bucket, r.limit.requests, r.limit.concurrent ?? "", r.windowMs, r.tokens, ...r.slots,
         ])) as number[];
         return { tokens: tokens!, slots: slots!, retryAfterSeconds: retryAfterSeconds! };
@@ -67,18 +53,6 @@ export class RedisStore implements Store {
     const store = new RedisStore(client, subscriber, prefix, options);
     await subscriber.subscribe(`${prefix}events`, (message) => store.events.receive(message));
     return store;
-  }
-
-  async #run(name: ScriptName, args: (string | number)[]): Promise<any> {
-    const argv = [this.#prefix, this.#retention.syncMs, this.#retention.asyncMs, ...args].map(String);
-    try {
-      return await this.#client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
-    } catch (err) {
-      if (!String(err).includes("NOSCRIPT")) throw err;
-      // First use on this redis-server (or it restarted and lost its script cache): load, run again.
-      await this.#client.send("SCRIPT", ["LOAD", SCRIPT_SOURCES[name]]);
-      return await this.#client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
-    }
   }
 
   async #hash(key: string): Promise<Record<string, string>> {
@@ -99,7 +73,7 @@ export class RedisStore implements Store {
     if (job.webhook) fields.webhook = job.webhook;
     if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
     if (job.keyId) fields.key = job.keyId;
-    const r = await this.#run("enqueue", [now, JSON.stringify(fields), maxQueued ?? ""]);
+    const r = await this.#scripts.run("enqueue", [now, JSON.stringify(fields), maxQueued ?? ""]);
     if (Array.isArray(r)) throw new QueueFullError(Number(r[0]));
     // The script answers only the order it gave the job: every other field is known here.
     return {
@@ -126,33 +100,33 @@ export class RedisStore implements Store {
   }
 
   async setExpiry(endpointId: string, jobId: string, expiresAt: number, now: number): Promise<StoredJob | null> {
-    const r = await this.#run("setExpiry", [now, endpointId, jobId, expiresAt]);
+    const r = await this.#scripts.run("setExpiry", [now, endpointId, jobId, expiresAt]);
     return r ? toJob(JSON.parse(r)) : null;
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
-    const rows = (await this.#run("claim", [now, endpointId, workerId, max])) as string[];
+    const rows = (await this.#scripts.run("claim", [now, endpointId, workerId, max])) as string[];
     return rows.map((r) => toJob(JSON.parse(r)));
   }
 
   async progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean> {
-    return (await this.#run("progress", [now, workerId, jobId, JSON.stringify(value ?? null)])) === 1;
+    return (await this.#scripts.run("progress", [now, workerId, jobId, JSON.stringify(value ?? null)])) === 1;
   }
 
   async appendChunks(workerId: string, jobId: string, chunks: unknown[], now: number): Promise<boolean> {
     const texts = JSON.stringify(chunks.map((c) => JSON.stringify(c ?? null)));
-    return (await this.#run("append", [now, workerId, jobId, texts])) === 1;
+    return (await this.#scripts.run("append", [now, workerId, jobId, texts])) === 1;
   }
 
   async readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null> {
-    const r = (await this.#run("readStream", [now, endpointId, jobId])) as string[] | null;
+    const r = (await this.#scripts.run("readStream", [now, endpointId, jobId])) as string[] | null;
     if (!r) return null;
     const [job, ...chunks] = r;
     return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
   }
 
   async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
-    const r = (await this.#run("readChunks", [now, endpointId, jobId, from])) as string[] | null;
+    const r = (await this.#scripts.run("readChunks", [now, endpointId, jobId, from])) as string[] | null;
     if (!r) return null;
     const [job, ...chunks] = r;
     return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
@@ -161,7 +135,7 @@ export class RedisStore implements Store {
   async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
-    const r = await this.#run("finish", [
+    const r = await this.#scripts.run("finish", [
       now,
       workerId,
       jobId,
@@ -174,12 +148,12 @@ export class RedisStore implements Store {
   }
 
   async cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
-    const r = await this.#run("cancel", [now, endpointId, jobId]);
+    const r = await this.#scripts.run("cancel", [now, endpointId, jobId]);
     return r ? toJob(JSON.parse(r)) : null;
   }
 
   async retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome> {
-    const r = (await this.#run("retry", [now, endpointId, jobId])) as string;
+    const r = (await this.#scripts.run("retry", [now, endpointId, jobId])) as string;
     if (r === "not-found") return { kind: "not-found" };
     if (r.startsWith("conflict:")) return { kind: "conflict", status: r.slice("conflict:".length) as JobStatus };
     return { kind: "retried", job: toJob(JSON.parse(r)) };
@@ -187,16 +161,16 @@ export class RedisStore implements Store {
 
   /** How many queued jobs of the endpoint are taken before this one; null unless it is queued. O(log n). */
   async queuePosition(endpointId: string, jobId: string, now: number): Promise<number | null> {
-    const r = Number(await this.#run("position", [now, endpointId, jobId]));
+    const r = Number(await this.#scripts.run("position", [now, endpointId, jobId]));
     return r < 0 ? null : r;
   }
 
   async purgeQueue(endpointId: string, now: number): Promise<number> {
-    return Number(await this.#run("purge", [now, endpointId]));
+    return Number(await this.#scripts.run("purge", [now, endpointId]));
   }
 
   async health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse> {
-    const [completed, failed, inProgress, inQueue, retried, idle, running, unhealthy] = (await this.#run("health", [
+    const [completed, failed, inProgress, inQueue, retried, idle, running, unhealthy] = (await this.#scripts.run("health", [
       now,
       endpointId,
       workerLossTimeoutMs,
@@ -208,13 +182,13 @@ export class RedisStore implements Store {
   }
 
   async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
-    const rows = ((await this.#run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as string[]).map((r) => JSON.parse(r));
+    const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as string[]).map((r) => JSON.parse(r));
     const page = rows.slice(0, limit);
     return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
   }
 
   async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
-    await this.#run("touch", [
+    await this.#scripts.run("touch", [
       now,
       workerId,
       endpointId,
@@ -226,13 +200,13 @@ export class RedisStore implements Store {
   }
 
   async takeStops(workerId: string): Promise<string[]> {
-    return (await this.#run("takeStops", [0, workerId])) as string[];
+    return (await this.#scripts.run("takeStops", [0, workerId])) as string[];
   }
 
   async sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport> {
     const total: SweepReport = { expired: 0, timedOut: [], requeued: [], lost: [] };
     for (;;) {
-      const r = JSON.parse(await this.#run("sweep", [now, workerLossTimeoutMs, SWEEP_BATCH]));
+      const r = JSON.parse(await this.#scripts.run("sweep", [now, workerLossTimeoutMs, SWEEP_BATCH]));
       const list = (v: unknown) => (Array.isArray(v) ? v : []);
       total.expired += r.expired;
       total.timedOut.push(...list(r.timedOut));
@@ -243,12 +217,12 @@ export class RedisStore implements Store {
   }
 
   async scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats> {
-    const r = JSON.parse(await this.#run("scaling", [now, endpointId, workerLossTimeoutMs]));
+    const r = JSON.parse(await this.#scripts.run("scaling", [now, endpointId, workerLossTimeoutMs]));
     return { ...r, workers: Array.isArray(r.workers) ? r.workers : [] };
   }
 
   async forgetWorker(workerId: string): Promise<void> {
-    await this.#run("forget", [0, workerId]);
+    await this.#scripts.run("forget", [0, workerId]);
   }
 
   async queueDepth(endpointId: string, now: number): Promise<number> {
@@ -267,7 +241,7 @@ export class RedisStore implements Store {
   }
 
   async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {
-    const rows = (await this.#run("takeDue", [now, leaseMs, limit])) as string[];
+    const rows = (await this.#scripts.run("takeDue", [now, leaseMs, limit])) as string[];
     return rows.map((r) => {
       const d = JSON.parse(r);
       return { id: d.id, url: d.url, job: toJob(JSON.parse(d.job)), attempts: d.attempts };
@@ -280,7 +254,7 @@ export class RedisStore implements Store {
   }
 
   async deliveryRetry(id: string, nextAt: number): Promise<void> {
-    await this.#run("deliveryRetry", [0, id, nextAt]);
+    await this.#scripts.run("deliveryRetry", [0, id, nextAt]);
   }
 
   admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
@@ -288,7 +262,7 @@ export class RedisStore implements Store {
   }
 
   async tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean> {
-    return (await this.#run("lease", [now, name, holder, ttlMs])) === 1;
+    return (await this.#scripts.run("lease", [now, name, holder, ttlMs])) === 1;
   }
 
   async addKey(key: ApiKeyRecord): Promise<void> {
@@ -307,7 +281,7 @@ export class RedisStore implements Store {
   }
 
   async revokeKey(idOrName: string, now: number): Promise<boolean> {
-    return Number(await this.#run("revokeKey", [now, idOrName])) > 0;
+    return Number(await this.#scripts.run("revokeKey", [now, idOrName])) > 0;
   }
 
   async close(): Promise<void> {
