@@ -56,7 +56,9 @@ export class JobService {
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
     const job = await this.#store.enqueue(
       {
-        id: `${options.sync ? "sync-" : ""}${crypto.randomUUID()}`,
+        // Time-ordered (UUIDv7: 74 random bits after the millisecond): a new job's id lands at the
+        // end of the store's id index instead of on a random page, so a commit writes fewer pages.
+        id: `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`,
         endpointId,
         input: request.input,
         webhook: request.webhook,
