@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { launchChromium } from "../helpers/chromium.ts";
-import { until } from "../helpers/worker-loop.ts";
+import { until } from "../helpers/until.ts";
 import { startDashboardServer, type DashboardServer } from "./dashboard-server.ts";
 
 // Screenshots of each step go here when set (look at them while working on the page).

@@ -9,6 +9,7 @@ import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";
 import type { Store } from "../../runtime/server/store/store.ts";
+import { until } from "./until.ts";
 
 export interface TestServerOptions {
   /** Server settings merged over short test defaults. */
@@ -109,6 +110,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
 export async function parked(srv: TestServer, n = 1): Promise<void> {
   const clock = srv.clock as ManualClock;
   const want = srv.baseSleepers + n;
-  for (let i = 0; i < 10_000 && clock.sleeping < want; i++) await Bun.sleep(0);
-  if (clock.sleeping < want) throw new Error(`no long-poll parked on the clock (${clock.sleeping} < ${want})`);
+  // Bounded by a deadline, not by a count of event-loop turns: on a loaded machine the request
+  // can need many more turns than usual to reach the server and park.
+  await until(() => clock.sleeping >= want, `${n} long-poll(s) parked on the clock (beyond the server's own ${srv.baseSleepers})`);
 }

@@ -9,6 +9,7 @@ import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { isPrivateAddress } from "../../runtime/server/webhooks/webhook-address.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
+import { until } from "../helpers/until.ts";
 
 // Access control (key scopes and endpoint restrictions), the per-operation rate limits, the 429
 // backpressure rule, webhookBlockPrivate, and that secrets stay out of logs and responses.
@@ -607,8 +608,7 @@ describe("secrets", () => {
 
     // Both endings of job a owe a webhook to a port that refuses: wait (for the network, not for
     // time) until the sender has logged about it.
-    for (let i = 0; i < 2_000 && log.lines.filter((l) => l.includes(a)).length < 2; i++) await Bun.sleep(1);
-    expect(log.lines.filter((l) => l.includes(a)).length).toBeGreaterThanOrEqual(2);
+    await until(() => log.lines.filter((l) => l.includes(a)).length >= 2, "two log lines about job a's webhook");
 
     for (const secret of [SECRET, srv.key, roKey]) {
       expect(log.lines.filter((l) => l.includes(secret))).toEqual([]);

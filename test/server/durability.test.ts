@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { until } from "../helpers/until.ts";
 
 // kill -9 durability with real processes: `spool serve` is started from the CLI, work is done
 // through HTTP only, the process is killed with SIGKILL and started again on the same data
@@ -286,8 +287,7 @@ describe("kill -9 durability", () => {
     // Counts are written at most every ~100 ms (never on the request path): wait until they are.
     const db = new Database(join(dir.path, "spool.db"), { readonly: true });
     const persisted = () => db.query<{ count: number }, []>("SELECT count FROM rate_windows WHERE bucket = 'echo:run'").get()?.count;
-    for (let i = 0; i < 1000 && persisted() !== 5; i++) await Bun.sleep(5);
-    expect(persisted()).toBe(5);
+    await until(() => persisted() === 5, "the rate-limit count of 5 to be persisted");
     db.close();
 
     first.proc.kill(9);

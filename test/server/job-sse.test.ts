@@ -11,7 +11,7 @@ import { startServer } from "../../runtime/server/serve.ts";
 import { createStore, storeOptions } from "../../runtime/server/store/create-store.ts";
 import { redisUrl } from "../helpers/redis-server.ts";
 import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
-import { until } from "../helpers/worker-loop.ts";
+import { until } from "../helpers/until.ts";
 
 interface Event {
   event: string;

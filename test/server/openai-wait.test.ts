@@ -3,7 +3,7 @@ import OpenAI from "openai";
 import { ManualClock } from "../../runtime/clock.ts";
 import { LIMITS } from "../../runtime/protocol/limits.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
-import { startTestServer, type TestServer } from "../helpers/test-server.ts";
+import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
 
 // The OpenAI-compatible routes answer in bounded time: an endpoint with no worker (here `vllm`,
 // served by outside workers, so the server knows no input schema) gets an error the official
@@ -28,9 +28,8 @@ function openai(srv: TestServer, maxRetries = 0, iface = "openai"): OpenAI {
 
 /** Waits (on the event loop, not on time) until `n` requests are parked on the manual clock. */
 async function parkedRequests(srv: TestServer, n = 1): Promise<void> {
-  const clock = srv.clock as ManualClock;
-  for (let i = 0; i < 2_000 && clock.sleeping < srv.baseSleepers + n; i++) await Bun.sleep(2);
-  expect(clock.sleeping).toBe(srv.baseSleepers + n);
+  await parked(srv, n);
+  expect((srv.clock as ManualClock).sleeping).toBe(srv.baseSleepers + n);
 }
 
 /** Parks, then moves the clock by `ms`. */

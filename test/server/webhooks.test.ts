@@ -12,7 +12,7 @@ import { webhookSecret } from "../../runtime/server/webhooks/webhook-signature.t
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { startReceiver } from "../helpers/webhook-receiver.ts";
-import { until } from "../helpers/worker-loop.ts";
+import { until } from "../helpers/until.ts";
 
 /** Runs one job to the end with a webhook: COMPLETED, or FAILED when `error` is given. */
 async function finishJob(srv: TestServer, webhook: string, result: { output?: unknown; error?: unknown } = { output: { ok: 1 } }) {

@@ -4,7 +4,8 @@ import { ManualClock } from "../../runtime/clock.ts";
 import { EXIT_REPLACE } from "../../runtime/worker/worker-loop.ts";
 import { defineHandler, HandlerError } from "../../sdk/index.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
-import { startLoop, until } from "../helpers/worker-loop.ts";
+import { until } from "../helpers/until.ts";
+import { startLoop } from "../helpers/worker-loop.ts";
 
 /** Long-polls wake on events, so a parked take or stop poll costs no time. */
 const polling = { server: { takeWaitMs: 30_000, stopWaitMs: 30_000, streamWaitMs: 0 } };

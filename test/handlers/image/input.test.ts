@@ -3,7 +3,8 @@ import { resolve } from "node:path";
 import { createImageHandler } from "../../../handlers/image/handler.ts";
 import { imageOptions } from "../../../handlers/image/options.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
-import { startLoop, until, type TestLoop } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
+import { startLoop, type TestLoop } from "../../helpers/worker-loop.ts";
 import { makeTinyModels, tinyOptions, type TinyModels } from "./tiny-models.ts";
 
 const QUALITY = resolve(import.meta.dir, "../../../handlers/image/quality.ts");

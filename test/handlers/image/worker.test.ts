@@ -7,7 +7,8 @@ import { createImageHandler } from "../../../handlers/image/handler.ts";
 import { FluxPipeline } from "../../../handlers/image/pipeline.ts";
 import type { HandlerContext } from "../../../sdk/index.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
-import { startLoop, until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
+import { startLoop } from "../../helpers/worker-loop.ts";
 import { makeTinyModels, tinyOptions, type TinyModels } from "./tiny-models.ts";
 
 const polling = { server: { takeWaitMs: 30_000, stopWaitMs: 30_000, scaleIntervalMs: 3_600_000 }, endpoints: { img: { workersMax: 0 } } };

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { startTestServer } from "../../helpers/test-server.ts";
-import { until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
 import { startTextServer, TEXT_HANDLER, type TextServer } from "./text-server.ts";
 
 let t: TextServer;

@@ -10,7 +10,7 @@ import { legacyInputSchema } from "../../../handlers/text/text-input.ts";
 import { textCost, textOptionsSchema } from "../../../handlers/text/text-options.ts";
 import { tinyGguf, tinyVocabulary, writeTinyGguf } from "../../../handlers/text/tiny-gguf.ts";
 import type { HandlerContext } from "../../../sdk/index.ts";
-import { until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
 import { startTextServer, tinyModelDir, type TextServer } from "./text-server.ts";
 
 let t: TextServer;

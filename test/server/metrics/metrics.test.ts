@@ -6,7 +6,7 @@ import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { Exposition } from "../../helpers/prometheus.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { startReceiver } from "../../helpers/webhook-receiver.ts";
-import { until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
 
 const HOLD = resolve(import.meta.dir, "../../fixtures/hold-fixture.ts");
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { spawnProcess } from "../../helpers/spawned.ts";
-import { until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
 
 const CLI = resolve(import.meta.dir, "../../../runtime/cli.ts");
 /** Pids whose parent is `pid`, read from /proc (no procps needed). */

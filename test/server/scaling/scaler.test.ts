@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import { ManualClock } from "../../../runtime/clock.ts";
 import type { ConfigInput } from "../../../runtime/config/config.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
-import { until } from "../../helpers/worker-loop.ts";
+import { until } from "../../helpers/until.ts";
 
 const HOLD = resolve(import.meta.dir, "../../fixtures/hold-fixture.ts");
 
