@@ -12,6 +12,12 @@ const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "request
 /** The worker protocol: a worker key may call only these, a client key none of them. */
 const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-stream", "ping", "job-stop", "job-files"]);
 
+/**
+ * GET routes that take, consume or wait: a HEAD of them is refused (405), since its answer has
+ * no body and a HEAD must change nothing (a HEAD of job-take would hand out a job no worker gets).
+ */
+const NO_HEAD = new Set(["job-take", "job-take-batch", "job-stop", "ping", "stream", "status-sync", "openai", "compat"]);
+
 /** Which rate-limited operation a path segment is. */
 const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entries({
   runsync: "runsync",
@@ -55,6 +61,9 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     const op = c.req.path.split("/")[3] ?? "";
     const refusal = scopeRefusal(key.scope, c.req.method, op);
     if (refusal) throw new HttpError(401, refusal);
+    if (c.req.method === "HEAD" && (NO_HEAD.has(op) || (op === "status" && c.req.query("ttl") !== undefined))) {
+      throw new HttpError(405, `HEAD is not supported on ${op}${op === "status" ? " with ?ttl" : ""}; use GET`, { allow: "GET" });
+    }
     c.set("endpointId", endpointId);
     const limited = LIMITED.get(op);
     if (!limited) return next();

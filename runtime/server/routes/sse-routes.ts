@@ -30,7 +30,8 @@ export function sseRoutes(deps: RouteDeps): Hono<AppEnv> {
   return app;
 }
 
-const wantsEvents = (c: Context<AppEnv>) => (c.req.header("accept") ?? "").toLowerCase().includes("text/event-stream");
+/** A GET asking for events (a HEAD gets the polling answer's headers: a stream nobody reads would never end). */
+const wantsEvents = (c: Context<AppEnv>) => c.req.method === "GET" && (c.req.header("accept") ?? "").toLowerCase().includes("text/event-stream");
 
 /** A short digest of the status answer: a changed answer (state, progress, result) is a new event. */
 function stampOf(job: StoredJob): string {
