@@ -6,6 +6,7 @@ import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import type { WorkerProvider } from "../../runtime/server/scaling/worker-provider.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";
 import type { Store } from "../../runtime/server/store/store.ts";
@@ -18,6 +19,8 @@ export interface TestServerOptions {
   /** A ManualClock to drive time; the wall clock otherwise. */
   clock?: Clock;
   log?: Log;
+  /** Where the scaler starts workers; local processes by default. */
+  provider?: WorkerProvider;
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -65,7 +68,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const jobEvents = new JobEvents((err) => {
     throw err;
   });
-  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents });
+  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents, provider: options.provider });
   await server.ready;
   await Bun.sleep(0); // let the housekeeping loops reach their first sleep
   const baseSleepers = clock instanceof ManualClock ? clock.sleeping : 0;

@@ -4,15 +4,21 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ManualClock } from "../../../runtime/clock.ts";
 import type { ConfigInput } from "../../../runtime/config/config.ts";
+import { GatedProvider } from "../../helpers/gated-provider.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const HOLD = resolve(import.meta.dir, "../../fixtures/hold-fixture.ts");
 
-/** Real worker processes; the scaler decides only when a test calls tick() on a manual clock. */
-async function scaledServer(clock: ManualClock, endpoint: NonNullable<ConfigInput["endpoints"]>[string]) {
+/**
+ * Real worker processes on a manual clock. The scaler decides when a test calls tick(), and also
+ * on its own when a job is queued (a queue event wakes its loop), so a submit can start a worker
+ * before the test's tick does.
+ */
+async function scaledServer(clock: ManualClock, endpoint: NonNullable<ConfigInput["endpoints"]>[string], provider = new GatedProvider()) {
   return startTestServer({
     clock,
+    provider,
     server: { takeWaitMs: 80_000, stopWaitMs: 80_000, scaleIntervalMs: 3_600_000 },
     endpoints: { ep: { handler: HOLD, idleTimeout: 1, ...endpoint } },
   });
@@ -25,7 +31,10 @@ const status = async (srv: TestServer, id: string) => (await srv.json("GET", `/v
 describe("scaler with local worker processes", () => {
   test("a burst scales up to workersMax and never beyond, then back to zero after idleTimeout", async () => {
     const clock = new ManualClock(Date.now());
-    await using srv = await scaledServer(clock, { workersMax: 3, scalerType: "REQUEST_COUNT", scalerValue: 1 });
+    // Worker processes start only when the gate opens: until then the started workers are
+    // initializing for sure, however fast they would otherwise reach the server.
+    const gate = new GatedProvider({ closed: true });
+    await using srv = await scaledServer(clock, { workersMax: 3, scalerType: "REQUEST_COUNT", scalerValue: 1 }, gate);
     const scaler = srv.server.scaler;
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push(await submit(srv, { hold: true }));
@@ -36,6 +45,7 @@ describe("scaler with local worker processes", () => {
     // The workers hold a worker key of this server's own, limited to the scaled endpoints.
     const keys = (await srv.store.listKeys()).filter((k) => k.name.startsWith("scaler-"));
     expect(keys.map((k) => ({ scope: k.scope, endpoints: k.endpoints, revoked: k.revokedAt }))).toEqual([{ scope: "worker", endpoints: ["ep"], revoked: undefined }]);
+    gate.open();
     await until(async () => (await health(srv)).jobs.inProgress === 3, "3 workers running jobs");
     expect((await health(srv)).workers).toEqual({ idle: 0, running: 3, initializing: 0, unhealthy: 0 });
     for (let i = 0; i < 3; i++) await scaler.tick();
