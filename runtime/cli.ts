@@ -20,6 +20,7 @@ const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference job
   spool dev <handler.ts> [--port 8080]                     local server + worker for a handler
   spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]
                                                            compile a handler into one worker executable
+  spool build --server --outfile PATH                      compile the server and this command into one executable
   spool cache prune                                        remove native libraries built binaries extracted
   spool doctor                                             what this machine can run: GPUs, providers, libraries
 `;

@@ -5,6 +5,7 @@ import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
+import { buildServer } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");
@@ -19,10 +20,21 @@ const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
  * once, at first start, into the cache (runtime/build/native-cache.ts).
  */
 export async function buildCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options: { outfile: { type: "string" }, gpu: { type: "string" } }, allowPositionals: true });
+  const { values, positionals } = parseArgs({
+    args,
+    options: { outfile: { type: "string" }, gpu: { type: "string" }, server: { type: "boolean" } },
+    allowPositionals: true,
+  });
   const target = positionals[0];
+  if (values.server) {
+    if (target !== undefined || values.gpu !== undefined) {
+      console.error("spool build --server takes no handler and no --gpu: usage: spool build --server --outfile PATH");
+      return 2;
+    }
+    return buildServer(resolve(values.outfile ?? "spool"));
+  }
   if (!target) {
-    console.error("usage: spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]");
+    console.error("usage: spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]\n       spool build --server --outfile PATH");
     return 2;
   }
   if (values.gpu !== undefined && !GPUS.includes(values.gpu as GpuKind)) {

@@ -33,6 +33,13 @@ export const INSTALL_HINTS = {
   vulkan: "libvulkan1 and the GPU driver's Vulkan ICD (apt: libvulkan1 mesa-vulkan-drivers, or the NVIDIA driver's)",
 };
 
+/**
+ * Imports a model package at run time only: the bundler does not follow a name held in a
+ * variable, so a compiled server (which carries no model packages) still builds and starts.
+ */
+const loadAtRun = (specifier: string): Promise<unknown> => import(specifier);
+const NOT_IN_BUILD = Bun.main.startsWith("/$bunfs/") ? " (a compiled server carries no model packages: run spool doctor from a checkout)" : "";
+
 const ok = (s: string) => `  ok    ${s}`;
 const no = (s: string) => `  --    ${s}`;
 
@@ -52,26 +59,30 @@ export async function doctorCommand(): Promise<number> {
   if (cudnn) lines.push(`        cuDNN ${cudnn}`);
 
   lines.push("", "Image handler (onnxruntime-node): devices for options.device");
-  const ort = await import("onnxruntime-node");
-  const { checkDevice } = await import("../../handlers/image/device.ts");
-  const ortBin = join(dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")), "bin/napi-v6", `${process.platform}`, process.arch);
-  const cudaProvider = existsSync(join(ortBin, "libonnxruntime_providers_cuda.so"));
   const hints = new Set<string>();
-  for (const device of ["cpu", "cuda", "webgpu"] as const) {
-    if (device === "cuda" && !cudaProvider) {
-      lines.push(no(`cuda    the CUDA provider is not installed (no libonnxruntime_providers_cuda.so in ${ortBin})`));
-      hints.add(INSTALL_HINTS.ortCuda);
-      continue;
+  try {
+    const ort = (await loadAtRun("onnxruntime-node")) as typeof import("onnxruntime-node");
+    const { checkDevice } = (await loadAtRun(new URL("../../handlers/image/device.ts", import.meta.url).href)) as typeof import("../../handlers/image/device.ts");
+    const ortBin = join(dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")), "bin/napi-v6", `${process.platform}`, process.arch);
+    const cudaProvider = existsSync(join(ortBin, "libonnxruntime_providers_cuda.so"));
+    for (const device of ["cpu", "cuda", "webgpu"] as const) {
+      if (device === "cuda" && !cudaProvider) {
+        lines.push(no(`cuda    the CUDA provider is not installed (no libonnxruntime_providers_cuda.so in ${ortBin})`));
+        hints.add(INSTALL_HINTS.ortCuda);
+        continue;
+      }
+      const why = await checkDevice(device).then(() => "", (e: Error) => e.message.split(";")[0]!.slice(0, 200));
+      lines.push(why ? no(`${device.padEnd(7)} ${why}`) : ok(`${device.padEnd(7)} runs a test graph`));
     }
-    const why = await checkDevice(device).then(() => "", (e: Error) => e.message.split(";")[0]!.slice(0, 200));
-    lines.push(why ? no(`${device.padEnd(7)} ${why}`) : ok(`${device.padEnd(7)} runs a test graph`));
+    lines.push(`        onnxruntime-node ${ort.env.versions?.common ?? ""} backends: ${ort.listSupportedBackends().map((b) => b.name).join(", ")}`);
+  } catch (err) {
+    lines.push(no(`onnxruntime-node does not load here: ${(err as Error).message.split("\n")[0]}${NOT_IN_BUILD}`));
   }
-  lines.push(`        onnxruntime-node ${ort.env.versions?.common ?? ""} backends: ${ort.listSupportedBackends().map((b) => b.name).join(", ")}`);
   if (!["libcudart.so.12", "libcublas.so.12", "libcudnn.so.9"].every((n) => loaded.get(n))) hints.add(INSTALL_HINTS.cudaRuntime);
 
   lines.push("", "Text handler (node-llama-cpp): devices for options.device");
   try {
-    const llama = await import("node-llama-cpp");
+    const llama = (await loadAtRun("node-llama-cpp")) as typeof import("node-llama-cpp");
     const supported = await llama.getLlamaGpuTypes("supported");
     const prebuilt = ["linux-x64-cuda", "linux-x64-cuda-ext", "linux-x64-vulkan"].filter((p) => packageInstalled(`@node-llama-cpp/${p}`));
     lines.push(ok("cpu     always"));
@@ -82,7 +93,7 @@ export async function doctorCommand(): Promise<number> {
     if (!supported.includes("cuda")) hints.add(INSTALL_HINTS.cuda13);
     if (!supported.includes("vulkan")) hints.add(INSTALL_HINTS.vulkan);
   } catch (err) {
-    lines.push(no(`node-llama-cpp does not load: ${(err as Error).message.split("\n")[0]}`));
+    lines.push(no(`node-llama-cpp does not load here: ${(err as Error).message.split("\n")[0]}${NOT_IN_BUILD}`));
   }
 
   lines.push("", "Needed for GPUs: image on cuda = NVIDIA driver + CUDA 12 + cuDNN 9 + onnxruntime's CUDA provider; text on cuda = CUDA 13 runtime + cuBLAS 13 (or CUDA 12 with the cuda-ext fallback).");

@@ -1,13 +1,15 @@
 import { systemClock } from "../clock.ts";
-import { loadConfig } from "../config/config.ts";
+import { ConfigError, loadConfig, type Config } from "../config/config.ts";
 import { stderrLog } from "../log.ts";
 import { createKey } from "../server/keys/api-keys.ts";
 import { startServer } from "../server/serve.ts";
+import { isCompiled } from "./build-server.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool serve [--port N] [--data DIR] [--config FILE]` */
 export async function serveCommand(flags: { port?: string; data?: string; config?: string; store?: string }): Promise<void> {
   const config = await loadConfig(flags.config);
+  if (isCompiled()) refuseSourceHandlers(config, flags.config);
   if (flags.port !== undefined) config.server.port = Number(flags.port);
   if (flags.data !== undefined) config.server.data = flags.data;
   if (flags.store !== undefined) config.server.store = flags.store;
@@ -32,4 +34,20 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   };
   process.on("SIGINT", shutdown);
   process.on("SIGTERM", shutdown);
+}
+
+/**
+ * A compiled server carries no Bun toolchain for handler sources (nor their packages): each
+ * endpoint's handler must be a built worker (`spool build <handler>`) or absent (outside workers).
+ */
+function refuseSourceHandlers(config: Config, configPath: string | undefined): void {
+  const built = "build a worker with `spool build <handler.ts> --outfile BINARY` and set the endpoint's handler to the binary";
+  if (configPath === undefined) {
+    throw new ConfigError(`a compiled server runs built workers, and the built-in config's endpoints run handlers from source: pass --config FILE (${built}, or leave handler out for workers that connect themselves)`);
+  }
+  for (const [id, ep] of Object.entries(config.endpoints)) {
+    if (ep.handler && /\.(ts|tsx|js|mjs|cjs)$/.test(ep.handler)) {
+      throw new ConfigError(`${configPath}: endpoint ${id}: a compiled server runs built workers, not handler sources (${ep.handler}): ${built}`);
+    }
+  }
 }

@@ -30,7 +30,8 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
 
   const v2 = new Hono<AppEnv>();
 
-  // Authentication comes first, so an unknown key learns nothing about which endpoints exist.
+  // Authentication comes first, so an unknown key learns nothing about jobs or endpoints here
+  // (the public /openapi.json does list the endpoints and their inputs).
   v2.use(authenticate(deps));
   v2.use("/:endpoint/*", authorize(deps));
 

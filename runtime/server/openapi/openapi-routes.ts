@@ -1,11 +1,14 @@
-import { createRequire } from "node:module";
 import { Scalar } from "@scalar/hono-api-reference";
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { buildOpenApiDocument } from "./openapi-document.ts";
 
-/** Scalar's browser bundle, served by this server so the docs page needs no CDN. */
-const SCALAR_JS = createRequire(import.meta.url).resolve("@scalar/api-reference/browser/standalone.js");
+/**
+ * Scalar's browser bundle, served by this server so the docs page needs no CDN: a file import,
+ * so `bun build --compile` embeds it (its path is then inside the executable).
+ */
+// @ts-expect-error a file import: Bun gives its path, which TypeScript cannot know of a .js file
+import SCALAR_JS from "@scalar/api-reference/browser/standalone.js" with { type: "file" };
 
 /**
  * GET /openapi.json (OpenAPI 3.1, built once per server from the protocol schemas and each

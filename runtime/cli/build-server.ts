@@ -1,0 +1,31 @@
+import { rmSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+
+const CLI = resolve(import.meta.dir, "../cli.ts");
+
+/**
+ * `spool build --server --outfile PATH`: the whole `spool` command (serve, keys, usage, cache,
+ * doctor) as one executable that needs no Bun and no node_modules, with the dashboard's page and
+ * the docs page's script inside it. It carries no model packages: its endpoints run built
+ * workers (`handler` = a binary from `spool build <handler>`) or workers that connect themselves.
+ */
+export async function buildServer(outfile: string): Promise<number> {
+  console.log(`building ${outfile}: the spool server and command`);
+  const result = await Bun.build({
+    entrypoints: [CLI],
+    compile: { outfile, autoloadDotenv: false, autoloadBunfig: false },
+    target: "bun",
+    minify: true,
+    throw: false,
+  });
+  if (!result.success) {
+    rmSync(outfile, { force: true });
+    console.error(`spool build --server failed; no binary was made:\n${result.logs.map((l) => String(l.message ?? l)).join("\n")}`);
+    return 1;
+  }
+  console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
+  return 0;
+}
+
+/** Whether this process is a compiled executable (its own sources are inside it). */
+export const isCompiled = () => Bun.main.startsWith("/$bunfs/");
