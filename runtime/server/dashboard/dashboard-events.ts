@@ -45,7 +45,7 @@ function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Resp
         }
       };
       const off = deps.jobEvents.on((e) => {
-        const endpointId = e.type === "refused" ? e.endpointId : e.job.endpointId;
+        const endpointId = e.type === "refused" || e.type === "purged" ? e.endpointId : e.job.endpointId;
         if (visible && !visible.includes(endpointId)) return;
         write(`event: job\ndata: ${JSON.stringify(summary(e, endpointId))}\n\n`);
       });
@@ -74,6 +74,7 @@ function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Resp
 
 function summary(e: JobEvent, endpointId: string): DashboardEvent {
   if (e.type === "refused") return { type: e.type, endpointId, reason: e.reason };
+  if (e.type === "purged") return { type: e.type, endpointId, count: e.count };
   const { output: _o, error: _e, ...status } = jobResponse(e.job);
   return { type: e.type, endpointId, job: { ...status, createdAt: new Date(e.job.createdAt).toISOString(), sync: e.job.sync } };
 }

@@ -6,7 +6,11 @@ export type JobEvent =
   | { type: "taken"; job: StoredJob; workerId: string }
   /** A final state reached on this server: completed, failed, cancelled, timed out, lost. */
   | { type: "ended"; job: StoredJob }
-  | { type: "refused"; endpointId: string; reason: "backpressure" | "rate-limit" };
+  | { type: "refused"; endpointId: string; reason: "backpressure" | "rate-limit" }
+  /** A FAILED or TIMED_OUT job queued again by /retry (it will end again). */
+  | { type: "retried"; job: StoredJob }
+  /** Queued jobs removed by /purge-queue (they never end). */
+  | { type: "purged"; endpointId: string; count: number };
 
 type Listener = (e: JobEvent) => void;
 

@@ -6,7 +6,7 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http-error.ts";
 import type { InputSchemas } from "../input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { QueueFullError, type JobResult, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { QueueFullError, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "../wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -164,6 +164,20 @@ export class JobService {
     const job = await this.#store.finish(workerId, jobId, result, finalChunks, this.#clock.now(), cost);
     if (job) this.#events.emit({ type: "ended", job });
     return job;
+  }
+
+  /** Queues a FAILED or TIMED_OUT job again. */
+  async retry(endpointId: string, jobId: string): Promise<RetryOutcome> {
+    const outcome = await this.#store.retry(endpointId, jobId, this.#clock.now());
+    if (outcome.kind === "retried") this.#events.emit({ type: "retried", job: outcome.job });
+    return outcome;
+  }
+
+  /** Removes the endpoint's queued jobs; returns how many. */
+  async purge(endpointId: string): Promise<number> {
+    const count = await this.#store.purgeQueue(endpointId, this.#clock.now());
+    if (count > 0) this.#events.emit({ type: "purged", endpointId, count });
+    return count;
   }
 
   /** Cancels a queued or running job; a finished job is returned unchanged. */

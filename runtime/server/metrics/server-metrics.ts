@@ -37,6 +37,8 @@ export class ServerMetrics {
   readonly #off: () => void;
 
   readonly #submitted: Counter<"endpoint">;
+  readonly #retried: Counter<"endpoint">;
+  readonly #purged: Counter<"endpoint">;
   readonly #ended: Counter<"endpoint" | "status">;
   readonly #refused: Counter<"endpoint" | "reason">;
   readonly #delay: Histogram<"endpoint">;
@@ -57,7 +59,9 @@ export class ServerMetrics {
     const histogram = (name: string, help: string) => new Histogram<"endpoint">({ name, help, labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers });
 
     this.#submitted = counter("spool_jobs_submitted_total", `Jobs accepted by /run, /runsync and the OpenAI routes. ${PER_SERVER}`, ["endpoint"]);
-    this.#ended = counter("spool_jobs_ended_total", `Jobs that reached a final state (COMPLETED, FAILED, CANCELLED, TIMED_OUT). ${PER_SERVER}`, ["endpoint", "status"]);
+    this.#ended = counter("spool_jobs_ended_total", `Jobs that reached a final state (COMPLETED, FAILED, CANCELLED, TIMED_OUT); a retried job ends again. ${PER_SERVER}`, ["endpoint", "status"]);
+    this.#retried = counter("spool_jobs_retried_total", `FAILED or TIMED_OUT jobs queued again by /retry. ${PER_SERVER}`, ["endpoint"]);
+    this.#purged = counter("spool_jobs_purged_total", `Queued jobs removed by /purge-queue (they never end). ${PER_SERVER}`, ["endpoint"]);
     this.#refused = counter("spool_requests_refused_total", `Requests answered 429, by reason: backpressure (queue full) or rate-limit. ${PER_SERVER}`, ["endpoint", "reason"]);
     this.#delay = histogram("spool_job_delay_seconds", `Time from entering the queue to being taken by a worker, of jobs that ended. ${PER_SERVER}`);
     this.#execution = histogram("spool_job_execution_seconds", `Time from being taken to the final state, of jobs that ended. ${PER_SERVER}`);
@@ -83,6 +87,12 @@ export class ServerMetrics {
         return;
       case "refused":
         this.#refused.inc({ endpoint: e.endpointId, reason: e.reason });
+        return;
+      case "retried":
+        this.#retried.inc({ endpoint: e.job.endpointId });
+        return;
+      case "purged":
+        this.#purged.inc({ endpoint: e.endpointId }, e.count);
         return;
       case "ended": {
         const { job } = e;

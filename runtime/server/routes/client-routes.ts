@@ -75,7 +75,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.post("/retry/:id", async (c) => {
     const id = c.req.param("id");
-    const outcome = await store.retry(c.var.endpointId, id, clock.now());
+    const outcome = await jobs.retry(c.var.endpointId, id);
     if (outcome.kind === "not-found") throw notFound(id);
     if (outcome.kind === "conflict") {
       throw new HttpError(400, `job ${id} is ${outcome.status}; only FAILED or TIMED_OUT jobs can be retried`);
@@ -84,7 +84,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   });
 
   app.post("/purge-queue", async (c) => {
-    const removed = await store.purgeQueue(c.var.endpointId, clock.now());
+    const removed = await jobs.purge(c.var.endpointId);
     return c.json({ removed, status: "completed" } satisfies PurgeResponse);
   });
 

@@ -11,12 +11,34 @@ function record(srv: TestServer): string[][] {
   srv.jobEvents.on((e: JobEvent) => {
     if (e.type === "refused") seen.push([e.type, e.endpointId, e.reason]);
     else if (e.type === "taken") seen.push([e.type, e.job.id, e.workerId]);
+    else if (e.type === "purged") seen.push([e.type, e.endpointId, String(e.count)]);
     else seen.push([e.type, e.job.id, e.job.status]);
   });
   return seen;
 }
 
 describe("job events", () => {
+  test("a retry queues the job again and a purge removes queued jobs: both are events", async () => {
+    await using srv = await startTestServer();
+    const seen = record(srv);
+    const w = protocolWorker(srv, "echo", "w1");
+    const [, a] = await srv.json("POST", "/v2/echo/run", { input: {} });
+    await w.take();
+    await w.done(a.id, { error: "boom" });
+    expect((await srv.json("POST", `/v2/echo/retry/${a.id}`))[0]).toBe(200);
+    const [, b] = await srv.json("POST", "/v2/echo/run", { input: {} });
+    expect((await srv.json("POST", "/v2/echo/purge-queue"))[1].removed).toBe(2);
+    expect((await srv.json("POST", "/v2/echo/purge-queue"))[1].removed).toBe(0); // nothing left: no event
+    expect(seen).toEqual([
+      ["submitted", a.id, "IN_QUEUE"],
+      ["taken", a.id, "w1"],
+      ["ended", a.id, "FAILED"],
+      ["retried", a.id, "IN_QUEUE"],
+      ["submitted", b.id, "IN_QUEUE"],
+      ["purged", "echo", "2"],
+    ]);
+  });
+
   test("a job's life on this server: submitted, taken, ended with its final state", async () => {
     await using srv = await startTestServer();
     const seen = record(srv);

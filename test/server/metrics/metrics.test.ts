@@ -79,6 +79,15 @@ describe("/metrics", () => {
     const routes = new Set(m.family("spool_http_requests_total").metrics.map((s) => s.labels?.route ?? ""));
     expect([...routes].filter((r) => !r.startsWith("/v2/:endpoint/"))).toEqual([]);
 
+    // A retry of the failed job and a purge of full's queue: counted apart, so that submitted +
+    // retried = ended + purged + what is still queued or running.
+    expect((await srv.json("POST", `/v2/echo/retry/${b.id}`))[0]).toBe(200);
+    expect((await srv.json("POST", "/v2/full/purge-queue"))[1].removed).toBe(51);
+    const after = await scrape(srv);
+    expect(after.value("spool_jobs_retried_total", { endpoint: "echo" })).toBe(1);
+    expect(after.value("spool_jobs_purged_total", { endpoint: "full" })).toBe(51);
+    expect(after.value("spool_queue_depth", { endpoint: "full" })).toBe(0);
+
     // Process metrics.
     expect(m.value("process_cpu_seconds_total")).toBeGreaterThan(0);
     expect(m.value("process_resident_memory_bytes")).toBeGreaterThan(0);
