@@ -70,8 +70,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   });
   const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents, provider: options.provider });
   await server.ready;
-  await Bun.sleep(0); // let the housekeeping loops reach their first sleep
-  const baseSleepers = clock instanceof ManualClock ? clock.sleeping : 0;
+  // The server's own loops (housekeeping, webhook sender, and the scaler when an endpoint names
+  // a handler) each park one sleep on a manual clock. Wait until all of them have, however
+  // slowly they start, so that parked() counts only requests beyond them.
+  let baseSleepers = 0;
+  if (clock instanceof ManualClock) {
+    const ownLoops = 2 + (server.scaler.endpoints.length ? 1 : 0);
+    await until(() => clock.sleeping >= ownLoops, `the server's ${ownLoops} own loops to sleep on the clock`);
+    baseSleepers = clock.sleeping;
+  }
 
   const call: TestServer["call"] = (method, path, body, init) => {
     const auth = init?.auth === undefined ? `Bearer ${key}` : init.auth;
