@@ -1,11 +1,11 @@
 import { parseArgs } from "node:util";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
-import { buildServer } from "./build-server.ts";
+import { buildServer, partialPath } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");
@@ -46,6 +46,8 @@ export async function buildCommand(args: string[]): Promise<number> {
   await loadHandler(handlerPath); // fail early, with a clear message, on a file that is no handler
   const outfile = resolve(values.outfile ?? basename(target).replace(/\.[^.]+$/, ""));
   const dir = mkdtempSync(join(tmpdir(), "spool-build-"));
+  // Written beside the target and renamed over it once whole: a failed build leaves any earlier binary as it was.
+  const partial = partialPath(outfile);
   try {
     const entry = join(dir, "worker-entry.ts");
     await Bun.write(
@@ -63,7 +65,7 @@ export async function buildCommand(args: string[]): Promise<number> {
       // ESM bytecode: handlers may use import.meta; bytecode makes the start fast.
       result = await Bun.build({
         entrypoints: [entry],
-        compile: { outfile, autoloadDotenv: false, autoloadBunfig: false },
+        compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false },
         target: "bun",
         format: "esm",
         bytecode: true,
@@ -72,21 +74,22 @@ export async function buildCommand(args: string[]): Promise<number> {
         plugins: [nativePlugin({ projectRoot: PROJECT_ROOT, gpu, onDone: (p) => (parts = p), onWarning: (m) => console.log(`  warning: ${m}`) })],
       });
     } catch (err) {
-      return fail(outfile, (err as Error).message);
+      return fail((err as Error).message);
     }
-    if (!result.success) return fail(outfile, result.logs.map((l) => String(l.message ?? l)).join("\n"));
+    if (!result.success) return fail(result.logs.map((l) => String(l.message ?? l)).join("\n"));
     const warnings = result.logs.filter((l) => /error/i.test(String(l.message ?? l)));
-    if (warnings.length > 0) return fail(outfile, warnings.map(String).join("\n"));
+    if (warnings.length > 0) return fail(warnings.map(String).join("\n"));
+    renameSync(partial, outfile);
     printParts(parts);
     console.log(`built ${outfile} (${mb(statSync(outfile).size)})`);
     return 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    rmSync(partial, { force: true });
   }
 }
 
-function fail(outfile: string, reason: string): number {
-  rmSync(outfile, { force: true });
+function fail(reason: string): number {
   console.error(`spool build failed; no binary was made:\n${reason}`);
   return 1;
 }

@@ -1,7 +1,10 @@
-import { rmSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { renameSync, rmSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 
 const CLI = resolve(import.meta.dir, "../cli.ts");
+
+/** Where a build writes before its binary is renamed into place (a failed build leaves an earlier one as it was). */
+export const partialPath = (outfile: string) => join(dirname(outfile), `.${basename(outfile)}.partial-${process.pid}`);
 
 /**
  * `spool build --server --outfile PATH`: the whole `spool` command (serve, keys, usage, cache,
@@ -11,17 +14,22 @@ const CLI = resolve(import.meta.dir, "../cli.ts");
  */
 export async function buildServer(outfile: string): Promise<number> {
   console.log(`building ${outfile}: the spool server and command`);
-  const result = await Bun.build({
-    entrypoints: [CLI],
-    compile: { outfile, autoloadDotenv: false, autoloadBunfig: false },
-    target: "bun",
-    minify: true,
-    throw: false,
-  });
-  if (!result.success) {
-    rmSync(outfile, { force: true });
-    console.error(`spool build --server failed; no binary was made:\n${result.logs.map((l) => String(l.message ?? l)).join("\n")}`);
-    return 1;
+  const partial = partialPath(outfile);
+  try {
+    const result = await Bun.build({
+      entrypoints: [CLI],
+      compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false },
+      target: "bun",
+      minify: true,
+      throw: false,
+    });
+    if (!result.success) {
+      console.error(`spool build --server failed; no binary was made:\n${result.logs.map((l) => String(l.message ?? l)).join("\n")}`);
+      return 1;
+    }
+    renameSync(partial, outfile);
+  } finally {
+    rmSync(partial, { force: true });
   }
   console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
   return 0;

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bareCopy, buildHandler, ROOT } from "./built-binary.ts";
@@ -35,6 +35,12 @@ describe("a user handler with native packages", () => {
       expect(out).toContain("onnxruntime-node has no CUDA provider libraries (libonnxruntime_providers_cuda.so");
       expect(out).toContain("ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install.js");
       expect(existsSync(outfile)).toBe(false);
+      expect(readdirSync(dir)).toEqual([]); // no partial file left behind either
+      // A failed build leaves an earlier binary at the same path as it was.
+      writeFileSync(outfile, "an earlier build");
+      const again = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", join(ROOT, "handlers/image/fast.ts"), "--gpu", "cuda", "--outfile", outfile], { cwd: ROOT });
+      expect(again.exitCode).toBe(1);
+      expect(readFileSync(outfile, "utf8")).toBe("an earlier build");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
