@@ -1,5 +1,6 @@
 import {
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -51,6 +52,34 @@ export function cacheBase(env: Record<string, string | undefined> = process.env)
 export function fallbackBase(env: Record<string, string | undefined> = process.env): string {
   const uid = typeof process.getuid === "function" ? process.getuid() : "user";
   return join(env.TMPDIR || tmpdir(), `spool-cache-${uid}`);
+}
+
+/**
+ * Creates the fallback folder (mode 0700) and returns it when it is safe to load code from: a
+ * real directory (not a link) owned by this user and writable by no one else. The OS temp dir is
+ * shared and the name is predictable, so another user could have made it first and planted an
+ * entry with a matching stamp; then (`refused` says why) this process gets a fresh private folder
+ * of its own instead, removed when it exits.
+ */
+export function openFallback(env: Record<string, string | undefined> = process.env): { dir: string; refused?: string } {
+  const shared = fallbackBase(env);
+  mkdirSync(shared, { recursive: true, mode: 0o700 });
+  const refused = unsafeReason(shared);
+  if (!refused) return { dir: shared };
+  const dir = mkdtempSync(`${shared}-`); // mode 0700, a name no one can take first
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return { dir, refused };
+}
+
+/** Why `dir` must not be trusted with code (like the checks on XDG_RUNTIME_DIR), or undefined. */
+function unsafeReason(dir: string): string | undefined {
+  if (typeof process.getuid !== "function") return "no owner check on this platform";
+  const st = lstatSync(dir);
+  if (st.isSymbolicLink()) return "it is a symbolic link";
+  if (!st.isDirectory()) return "it is not a directory";
+  if (st.uid !== process.getuid()) return `it is owned by uid ${st.uid}, not ${process.getuid()}`;
+  if (st.mode & 0o022) return `it is writable by ${st.mode & 0o002 ? "everyone" : "its group"} (mode ${(st.mode & 0o777).toString(8)})`;
+  return undefined;
 }
 
 /** A cache directory that cannot hold runnable native files (read-only, full, noexec). */
@@ -116,12 +145,14 @@ export class NativeCache {
       const fallback = fallbackBase(this.env);
       const reason = (err as Error).message;
       try {
-        const root = extractInto(this.manifest, fallback);
-        this.warn(`native cache ${dir} is not usable (${reason}); using ${fallback}. Set ${setting === "SPOOL_CACHE_DIR" ? "SPOOL_CACHE_DIR" : "SPOOL_CACHE_DIR (or XDG_CACHE_HOME)"} to a writable directory that allows executing files.`);
+        const chosen = openFallback(this.env);
+        const root = extractInto(this.manifest, chosen.dir);
+        const using = chosen.refused ? `${fallback} is not safe to use (${chosen.refused}), so using ${chosen.dir} for this process only` : `using ${fallback}`;
+        this.warn(`native cache ${dir} is not usable (${reason}); ${using}. Set ${setting === "SPOOL_CACHE_DIR" ? "SPOOL_CACHE_DIR" : "SPOOL_CACHE_DIR (or XDG_CACHE_HOME)"} to a writable directory that allows executing files.`);
         return root;
       } catch (second) {
         throw new NativeCacheError(
-          `cannot extract this binary's native libraries: ${dir} is not usable (${reason}), nor is ${fallback} (${(second as Error).message}). ` +
+          `cannot extract this binary's native libraries: ${dir} is not usable (${reason}), nor is ${fallback} (${describe(second)}). ` +
             `Set SPOOL_CACHE_DIR to a writable directory on a filesystem that allows executing files.`,
         );
       }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { cacheBase, extractInto, mountedNoexec, NativeCache, PRUNE_AFTER_MS, pruneAll, type NativeManifest } from "../../runtime/build/native-cache.ts";
@@ -112,6 +112,7 @@ describe("native cache", () => {
     const cache = new NativeCache(m, { SPOOL_CACHE_DIR: join(blocker, "cache"), TMPDIR: tmp }, (w) => warnings.push(w));
     expect(cache.dir()).toBe(join(tmp, `spool-cache-${process.getuid!()}`, "native-0123456789abcdef"));
     expect(contents(cache.dir(), m)).toEqual([true, true, true]);
+    expect(statSync(join(tmp, `spool-cache-${process.getuid!()}`)).mode & 0o777).toBe(0o700); // no one else can plant an entry in it
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(`native cache ${join(blocker, "cache", "spool")} is not usable (ENOTDIR`);
     expect(warnings[0]).toContain("Set SPOOL_CACHE_DIR");
@@ -119,6 +120,49 @@ describe("native cache", () => {
     const broken = new NativeCache(m, { SPOOL_CACHE_DIR: join(blocker, "cache"), TMPDIR: join(blocker, "tmp") }, () => {});
     expect(() => broken.dir()).toThrow(`cannot extract this binary's native libraries: ${join(blocker, "cache", "spool")} is not usable`);
     expect(() => broken.dir()).toThrow("Set SPOOL_CACHE_DIR to a writable directory");
+  });
+
+  test("a fallback folder that is a link, another user's, or writable by others is not trusted: the process extracts into a private one of its own", () => {
+    const m = diskManifest();
+    const blocker = join(tempDir(), "a-file");
+    writeFileSync(blocker, "");
+    // What another local user can plant under the predictable name: an entry of this very hash,
+    // with files of the right sizes and a stamp that matches them, holding other code.
+    const evilSource = tempDir();
+    const evil: NativeManifest = {
+      hash: m.hash,
+      files: m.files.map((f, i) => {
+        writeFileSync(join(evilSource, `e${i}`), Buffer.alloc(f.size, 0x45));
+        return { ...f, source: join(evilSource, `e${i}`) };
+      }),
+    };
+    const plant = (tmp: string, how: "world-writable" | "other owner" | "symlink") => {
+      const shared = join(tmp, `spool-cache-${process.getuid!()}`);
+      const at = how === "symlink" ? join(tmp, "elsewhere") : shared;
+      extractInto(evil, at);
+      if (how === "world-writable") chmodSync(at, 0o777);
+      if (how === "other owner") chownSync(at, 65534, 65534);
+      if (how === "symlink") symlinkSync(at, shared);
+      return shared;
+    };
+    const cases = [
+      { how: "world-writable" as const, why: "it is writable by everyone (mode 777)" },
+      { how: "symlink" as const, why: "it is a symbolic link" },
+      // only root can give a folder away; as another user the world-writable case stands for it
+      ...(process.getuid!() === 0 ? [{ how: "other owner" as const, why: `it is owned by uid 65534, not 0` }] : []),
+    ];
+    for (const { how, why } of cases) {
+      const tmp = tempDir();
+      const shared = plant(tmp, how);
+      const warnings: string[] = [];
+      const root = new NativeCache(m, { SPOOL_CACHE_DIR: join(blocker, "cache"), TMPDIR: tmp }, (w) => warnings.push(w)).dir();
+      expect({ how, contents: contents(root, m) }).toEqual({ how, contents: [true, true, true] });
+      const own = dirname(root);
+      expect(own.startsWith(`${shared}-`)).toBe(true);
+      expect(lstatSync(own).isDirectory()).toBe(true);
+      expect(statSync(own).mode & 0o777).toBe(0o700);
+      expect(warnings).toEqual([expect.stringContaining(`); ${shared} is not safe to use (${why}), so using ${own} for this process only. Set SPOOL_CACHE_DIR to`)]);
+    }
   });
 
   test("a noexec mount is recognised from the mount table (longest matching mount point wins)", () => {
