@@ -166,6 +166,22 @@ describe("dashboard in a real browser", () => {
     await page.context().close();
   }, 90_000);
 
+  test("retry a failed job from its detail: the page follows the new run live", async () => {
+    // gated's worker checks its input: without `text` the job fails.
+    const [, { id }] = await env.srv.json("POST", "/v2/gated/run", { input: {} });
+    await until(async () => (await env.srv.json("GET", `/v2/gated/status/${id}`))[1].status === "FAILED", "the job to fail");
+    const page = await signedIn(env.srv.key);
+    await page.goto(`${env.srv.url}/dashboard#/endpoints/gated/jobs/${id}`);
+    await page.getByTestId("job-status").filter({ hasText: "FAILED" }).waitFor();
+    await page.getByTestId("retries").filter({ hasText: /^0 \/ 0$/ }).waitFor();
+    await page.getByRole("button", { name: "Retry" }).click();
+    // The retried run fails again; the page shows it as the job's second run, without a reload.
+    await page.getByTestId("retries").filter({ hasText: /^1 \/ 0$/ }).waitFor();
+    await page.getByTestId("job-status").filter({ hasText: "FAILED" }).waitFor();
+    expect((await env.srv.json("GET", `/v2/gated/status/${id}`))[1].status).toBe("FAILED");
+    await page.context().close();
+  });
+
   test("cancel a running slow job", async () => {
     const page = await signedIn(env.srv.key);
     await page.goto(`${env.srv.url}/dashboard#/endpoints/slow/playground`);

@@ -11,7 +11,10 @@ export function JobDetailView({ session, endpoint, id }: { session: Session; end
   const ep = endpoint.id;
   const [job, setJob] = useState<JobDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const live = useJobStream(session.api, ep, id);
+  // A retry starts the job over (same id): its stream is followed again from the new start.
+  const [run, setRun] = useState(0);
+  useEffect(() => session.hub.on((e) => void (e.type === "retried" && e.job?.id === id && setRun((n) => n + 1))), [id]);
+  const live = useJobStream(session.api, ep, id, run);
   const liveStatus = live.status?.status;
 
   // The detail is read again whenever the live stream reports a new status (times, worker, retries).
@@ -68,7 +71,7 @@ export function JobDetailView({ session, endpoint, id }: { session: Session; end
           <dt>Expires</dt>
           <dd>{clock(job.expiresAt)}</dd>
           <dt>Retries / worker losses</dt>
-          <dd>
+          <dd data-testid="retries">
             {job.retries ?? 0} / {job.losses ?? 0}
           </dd>
           <dt>Policy</dt>

@@ -14,9 +14,10 @@ const FINAL = new Set(["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"]);
 
 /**
  * Follows GET /v2/<ep>/stream/<id> with Accept: text/event-stream: each chunk and each status
- * change arrives as an event; a dropped connection resumes with Last-Event-ID.
+ * change arrives as an event; a dropped connection resumes with Last-Event-ID. A new `run`
+ * (the job was retried) follows it again from its new start.
  */
-export function useJobStream(api: Api, ep: string, id: string | null): LiveJob {
+export function useJobStream(api: Api, ep: string, id: string | null, run = 0): LiveJob {
   const [live, setLive] = useState<LiveJob>({ status: null, chunks: [], error: null, ended: false });
   useEffect(() => {
     setLive({ status: null, chunks: [], error: null, ended: false });
@@ -45,6 +46,6 @@ export function useJobStream(api: Api, ep: string, id: string | null): LiveJob {
         (err: Error) => setLive((l) => ({ ...l, error: err.message, ended: true })),
       );
     return () => stop.abort();
-  }, [api, ep, id]);
+  }, [api, ep, id, run]);
   return live;
 }
