@@ -11,8 +11,8 @@ import { fuzzRequest, Random, type FuzzRequest, type FuzzWorld } from "./fuzz-re
 // Seeded fuzzing of the whole HTTP surface, over real HTTP to a real server on the built-in
 // config (plus an endpoint served by outside workers, one with tight rate limits, and one named
 // like an Object.prototype property): every route, every method, both key forms and broken
-// ones, hostile bodies, ids and headers. It asserts that no answer is a server error, that each
-// one comes within 2 s, that the server is healthy after, and that a refused request (4xx)
+// ones, hostile bodies, ids and headers. It asserts that no answer is a server error, that every
+// request is answered (none hangs), that the server is healthy after, and that a refused request (4xx)
 // changed no job, key or counter. The server's clock runs 10,000 times faster than the wall
 // clock, so waits a client may choose (a /runsync wait of up to 300 s) end in milliseconds.
 //
@@ -22,8 +22,13 @@ import { fuzzRequest, Random, type FuzzRequest, type FuzzWorld } from "./fuzz-re
 const FIXED_SEED = 0x15f022;
 const REQUESTS = Number(process.env.SPOOL_FUZZ_REQUESTS ?? 10_000);
 const RANDOM_REQUESTS = Math.ceil(REQUESTS / 4);
-const ANSWER_WITHIN_MS = 2_000;
-const GIVE_UP_MS = 2_500;
+/**
+ * A request with no answer by then is reported as hung. The waits a client may choose are
+ * bounded (a /runsync wait of up to 300 s is 30 ms on the 10,000x clock), so a correct server
+ * answers far sooner; the bound is generous because a loaded machine stretches real time, and
+ * how long answers took is printed (the slowest), never asserted.
+ */
+const GIVE_UP_MS = 15_000;
 
 /** The OpenAI routes' bounded wait (no worker took the job in time) is a 503/504 by design (HEAD: without its body). */
 const isBoundedWait = (req: FuzzRequest, status: number, text: string) =>
@@ -125,7 +130,7 @@ async function fuzz(seed: number, count: number): Promise<void> {
   const r = new Random(seed);
   const at = srv.clock.now();
   const serverErrors: string[] = [];
-  const slow: string[] = [];
+  const hung: string[] = [];
   const changedByRefusal: string[] = [];
   const families = new Map<string, Map<number, number>>();
   using state = stateReader(srv, ids, at);
@@ -139,7 +144,7 @@ async function fuzz(seed: number, count: number): Promise<void> {
     try {
       out = await send(srv, req);
     } catch (err) {
-      ((err as Error).name === "TimeoutError" ? slow : serverErrors).push(`${label} -> no answer: ${String(err)}`);
+      ((err as Error).name === "TimeoutError" ? hung : serverErrors).push(`${label} -> no answer in ${GIVE_UP_MS} ms: ${String(err)}`);
       before = await state.read();
       continue;
     }
@@ -147,7 +152,6 @@ async function fuzz(seed: number, count: number): Promise<void> {
     const byStatus = families.get(req.family) ?? new Map<number, number>();
     families.set(req.family, byStatus.set(out.status, (byStatus.get(out.status) ?? 0) + 1));
     if (out.status >= 500 && !isBoundedWait(req, out.status, out.text)) serverErrors.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
-    if (out.ms > ANSWER_WITHIN_MS) slow.push(`${label} -> ${Math.round(out.ms)} ms`);
     const after = await state.read();
     if (out.status >= 400 && out.status < 500 && after !== before) changedByRefusal.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
     before = after;
@@ -158,7 +162,7 @@ async function fuzz(seed: number, count: number): Promise<void> {
 
   const summary = [...families].map(([family, byStatus]) => `${family}: ${[...byStatus].sort(([a], [b]) => a - b).map(([s, n]) => `${s}x${n}`).join(" ")}`);
   console.log(`fuzz seed ${seed}: ${count} requests, slowest ${Math.round(slowest)} ms\n  ${summary.join("\n  ")}`);
-  expect({ seed, serverErrors: serverErrors.slice(0, 20), slow: slow.slice(0, 20), changedByRefusal: changedByRefusal.slice(0, 20) }).toEqual({ seed, serverErrors: [], slow: [], changedByRefusal: [] });
+  expect({ seed, serverErrors: serverErrors.slice(0, 20), hung: hung.slice(0, 20), changedByRefusal: changedByRefusal.slice(0, 20) }).toEqual({ seed, serverErrors: [], hung: [], changedByRefusal: [] });
 
   // Still healthy: the ordinary path works end to end (on an emptied queue: the fuzz left jobs).
   expect((await srv.json("POST", "/v2/echo/purge-queue"))[0]).toBe(200);
@@ -171,7 +175,7 @@ async function fuzz(seed: number, count: number): Promise<void> {
   expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { ok: true } });
 }
 
-test(`fuzz: ${REQUESTS} seeded requests (seed ${FIXED_SEED}) answer without 5xx, in time, changing nothing when refused`, async () => {
+test(`fuzz: ${REQUESTS} seeded requests (seed ${FIXED_SEED}) all answer, without 5xx, changing nothing when refused`, async () => {
   await fuzz(Number(process.env.SPOOL_FUZZ_SEED ?? FIXED_SEED), REQUESTS);
 }, 120_000);
 
