@@ -1,4 +1,4 @@
-import { linkSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { closeSync, linkSync, openSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync, writeSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../runtime/clock.ts";
@@ -15,6 +15,9 @@ interface Holder {
   token: string;
   /** The holder's start time (see startTicks), to tell it from a later process given the same pid. */
   started?: string;
+  /** The holder's pid namespace and boot: its pid means something only where both are ours. */
+  ns?: string;
+  boot?: string;
 }
 
 /** The lock of one download, held: `beat()` shows progress to waiters, `release()` ends it. */
@@ -45,7 +48,7 @@ export interface LockOptions {
 export async function lockModelDir(dir: string, options: LockOptions): Promise<HeldLock | undefined> {
   const clock = options.clock ?? wallClock;
   const path = join(dir, LOCK);
-  const mine: Holder = { pid: process.pid, host: hostname(), token: crypto.randomUUID(), started: startTicks(process.pid) };
+  const mine: Holder = { pid: process.pid, host: hostname(), token: crypto.randomUUID(), started: startTicks(process.pid), ns: PID_NAMESPACE, boot: BOOT_ID };
   let seen = "";
   let since = clock.now();
   let told = false;
@@ -60,7 +63,10 @@ export async function lockModelDir(dir: string, options: LockOptions): Promise<H
     const current = read(path);
     if (!current) continue; // released just now: try again
     const { holder, text, mtimeMs } = current;
-    if (holder && holder.host === mine.host && !alive(holder)) {
+    // A holder seen from here (same host, pid namespace and boot) that is gone; or a lock nobody
+    // has touched for stallMs before this process even looked (left by a crash elsewhere).
+    const abandoned = seen === "" && Date.now() - mtimeMs >= options.stallMs;
+    if ((holder && sameMachine(holder, mine) && !alive(holder)) || abandoned) {
       takeOver(path, text);
       continue;
     }
@@ -81,7 +87,11 @@ export async function lockModelDir(dir: string, options: LockOptions): Promise<H
   }
 }
 
-/** Creates the lock with its whole content at once (a link fails when the name exists, like O_EXCL). */
+/**
+ * Creates the lock with its whole content at once (a link fails when the name exists, like
+ * O_EXCL); on a file system without hard links (some FUSE mounts), an exclusive create, whose
+ * content a waiter may see empty for an instant (it then waits as on any lock it cannot read).
+ */
 function create(path: string, mine: Holder): boolean {
   const tmp = `${path}.${mine.token}`;
   writeFileSync(tmp, JSON.stringify(mine));
@@ -89,11 +99,46 @@ function create(path: string, mine: Holder): boolean {
     linkSync(tmp, path);
     return true;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") return false;
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw err;
+    return createExclusive(path, mine);
   } finally {
     unlinkSync(tmp);
   }
+}
+
+function createExclusive(path: string, mine: Holder): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, "wx");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  }
+  try {
+    writeSync(fd, JSON.stringify(mine));
+  } finally {
+    closeSync(fd);
+  }
+  return true;
+}
+
+/** This process's pid namespace and boot (Linux), so pids are compared only where they mean the same process. */
+const PID_NAMESPACE = readOr(() => readlinkSync("/proc/self/ns/pid"));
+const BOOT_ID = readOr(() => readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
+
+function readOr(read: () => string): string | undefined {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the holder's pid can be checked from here: same host, pid namespace and boot. */
+function sameMachine(holder: Holder, mine: Holder): boolean {
+  return holder.host === mine.host && holder.ns !== undefined && holder.ns === mine.ns && holder.boot !== undefined && holder.boot === mine.boot;
 }
 
 function read(path: string): { holder: Holder | undefined; text: string; mtimeMs: number } | undefined {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { DiskSpaceError, downloadFromHub } from "../../../handlers/image/hub-download.ts";
@@ -9,6 +9,9 @@ import { spawnProcess } from "../../helpers/spawned.ts";
 import { until } from "../../helpers/until.ts";
 import { FluxPipeline } from "../../../handlers/image/pipeline.ts";
 import { makeTinyFlux } from "../../../handlers/image/tiny-model/make-tiny-flux.ts";
+
+/** This machine's pid namespace and boot, as a lock written here records them. */
+const here = { ns: readlinkSync("/proc/self/ns/pid"), boot: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() };
 
 const dir = mkdtempSync(join(tmpdir(), "spool-hub-"));
 const source = join(dir, "source");
@@ -207,19 +210,23 @@ describe("hub downloads", () => {
     hub.server.stop(true);
   }, 30_000);
 
-  test("a lock left by a process that died is taken over, also when its pid now belongs to another process", async () => {
+  test("a lock left by a process that died is taken over, also when its pid now belongs to another process, or untouched for stallMs", async () => {
     hub = startHub("owner/tiny");
     const gone = Bun.spawn(["true"]);
     await gone.exited;
     const locks = {
-      "dead pid": { pid: gone.pid, host: hostname(), token: "dead" },
+      "dead pid": { pid: gone.pid, host: hostname(), token: "dead", ...here },
       // a restarted container's worker gets the same small pid: this process, started at another time
-      "reused pid": { pid: process.pid, host: hostname(), token: "before-restart", started: "1" },
+      "reused pid": { pid: process.pid, host: hostname(), token: "before-restart", started: "1", ...here },
+      // left by a crash on another machine sharing the folder: judged by its age alone
+      abandoned: { pid: 1, host: "elsewhere", token: "crashed" },
     };
     for (const [name, lock] of Object.entries(locks)) {
       const target = join(dir, "stale", name);
       mkdirSync(target, { recursive: true });
       writeFileSync(join(target, ".spool-download.lock"), JSON.stringify(lock));
+      const hourAgo = new Date(Date.now() - 3600_000);
+      if (name === "abandoned") utimesSync(join(target, ".spool-download.lock"), hourAgo, hourAgo);
       const out = sink();
       await downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, out });
       expect({ name, files: tree(target).sort() }).toEqual({ name, files: [...tree(source), ".spool-complete"].sort() });
@@ -231,7 +238,7 @@ describe("hub downloads", () => {
   test("a waiter returns when the holder completes the model, and gives up with a clear error when the holder shows no progress", async () => {
     hub = startHub("owner/tiny");
     const env = { HF_ENDPOINT: hub.url };
-    const lock = JSON.stringify({ pid: process.pid, host: hostname(), token: "live" }); // a live holder: this very process
+    const lock = JSON.stringify({ pid: process.pid, host: hostname(), token: "live", ...here }); // a live holder: this very process
     const drive = async (clock: ManualClock, settled: () => boolean) => {
       while (!settled()) {
         await until(() => clock.sleeping > 0 || settled(), "the waiter to park or finish");
@@ -265,6 +272,28 @@ describe("hub downloads", () => {
       `hub model owner/tiny: process ${process.pid} on ${hostname()} holds ${join(stuck, ".spool-download.lock")} but has shown no progress for 60 s; stop it, or delete that file if no process is downloading, and start again`,
     );
     expect(readFileSync(join(stuck, ".spool-download.lock"), "utf8")).toBe(lock); // not taken from a live holder
+    hub.server.stop(true);
+  });
+
+  test("a fresh lock of a process in another pid namespace is not taken over, though its pid means nothing here", async () => {
+    hub = startHub("owner/tiny");
+    const gone = Bun.spawn(["true"]);
+    await gone.exited;
+    // Another container on the same host name (host networking): its pid is not a process of ours.
+    const lock = JSON.stringify({ pid: gone.pid, host: hostname(), token: "other-container", ns: "pid:[1]", boot: here.boot });
+    const target = join(dir, "other-namespace");
+    mkdirSync(target, { recursive: true });
+    writeFileSync(join(target, ".spool-download.lock"), lock);
+    const clock = new ManualClock();
+    let failed = false;
+    const error = rejection(downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, out: sink(), clock, stallMs: 60_000 })).finally(() => (failed = true));
+    while (!failed) {
+      await until(() => clock.sleeping > 0 || failed, "the waiter to park or give up");
+      clock.advance(LOCK_POLL_MS);
+    }
+    expect((await error).message).toContain("has shown no progress for 60 s");
+    expect(readFileSync(join(target, ".spool-download.lock"), "utf8")).toBe(lock);
+    expect(hub.requests.filter((r) => r.startsWith("GET /owner/tiny/resolve/"))).toEqual([]);
     hub.server.stop(true);
   });
 
