@@ -63,8 +63,15 @@ export function fallbackBase(env: Record<string, string | undefined> = process.e
  */
 export function openFallback(env: Record<string, string | undefined> = process.env): { dir: string; refused?: string } {
   const shared = fallbackBase(env);
-  mkdirSync(shared, { recursive: true, mode: 0o700 });
-  const refused = unsafeReason(shared);
+  let refused: string | undefined;
+  try {
+    mkdirSync(shared, { recursive: true, mode: 0o700 });
+    refused = unsafeReason(shared);
+  } catch (err) {
+    // Something else holds the name (a file, a dangling link someone planted): not ours to use.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    refused = lstatSync(shared).isSymbolicLink() ? "it is a symbolic link" : "it is not a directory";
+  }
   if (!refused) return { dir: shared };
   const dir = mkdtempSync(`${shared}-`); // mode 0700, a name no one can take first
   process.once("exit", () => rmSync(dir, { recursive: true, force: true }));

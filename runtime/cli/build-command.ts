@@ -5,7 +5,7 @@ import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
-import { buildServer, partialPath } from "./build-server.ts";
+import { buildServer, isCompiled, partialPath } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");
@@ -26,6 +26,10 @@ export async function buildCommand(args: string[]): Promise<number> {
     allowPositionals: true,
   });
   const target = positionals[0];
+  if (isCompiled()) {
+    console.error("spool build needs the Spool sources and their packages: run it from a checkout (npx bun runtime/cli.ts build ...)");
+    return 2;
+  }
   if (values.server) {
     if (target !== undefined || values.gpu !== undefined) {
       console.error("spool build --server takes no handler and no --gpu: usage: spool build --server --outfile PATH");

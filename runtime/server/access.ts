@@ -62,7 +62,8 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     const refusal = scopeRefusal(key.scope, c.req.method, op);
     if (refusal) throw new HttpError(401, refusal);
     if (c.req.method === "HEAD" && (NO_HEAD.has(op) || (op === "status" && c.req.query("ttl") !== undefined))) {
-      throw new HttpError(405, `HEAD is not supported on ${op}${op === "status" ? " with ?ttl" : ""}; use GET`, { allow: "GET" });
+      const allow = (op === "openai" || op === "compat") && !c.req.path.endsWith("/models") ? "POST" : "GET";
+      throw new HttpError(405, `HEAD is not supported on ${op}${op === "status" ? " with ?ttl" : ""}; use ${allow}`, { allow });
     }
     c.set("endpointId", endpointId);
     const limited = LIMITED.get(op);

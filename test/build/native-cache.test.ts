@@ -136,8 +136,11 @@ describe("native cache", () => {
         return { ...f, source: join(evilSource, `e${i}`) };
       }),
     };
-    const plant = (tmp: string, how: "world-writable" | "other owner" | "symlink") => {
+    const plant = (tmp: string, how: "world-writable" | "other owner" | "symlink" | "file" | "dangling symlink") => {
       const shared = join(tmp, `spool-cache-${process.getuid!()}`);
+      if (how === "file") writeFileSync(shared, "not a folder");
+      if (how === "dangling symlink") symlinkSync(join(tmp, "nowhere"), shared);
+      if (how === "file" || how === "dangling symlink") return shared;
       const at = how === "symlink" ? join(tmp, "elsewhere") : shared;
       extractInto(evil, at);
       if (how === "world-writable") chmodSync(at, 0o777);
@@ -148,6 +151,9 @@ describe("native cache", () => {
     const cases = [
       { how: "world-writable" as const, why: "it is writable by everyone (mode 777)" },
       { how: "symlink" as const, why: "it is a symbolic link" },
+      // a name taken by something that is no folder: the start goes on in a private one
+      { how: "file" as const, why: "it is not a directory" },
+      { how: "dangling symlink" as const, why: "it is a symbolic link" },
       // only root can give a folder away; as another user the world-writable case stands for it
       ...(process.getuid!() === 0 ? [{ how: "other owner" as const, why: `it is owned by uid 65534, not 0` }] : []),
     ];

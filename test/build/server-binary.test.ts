@@ -75,5 +75,9 @@ describe("a compiled server", () => {
     await using other = bare.start(["serve", "--port", "0", "--data", join(bare.dir, "data3"), "--config", config]);
     expect(await other.proc.exited).toBe(2);
     expect(other.lines.join("\n")).toContain("endpoint echo: a compiled server runs built workers, not handler sources");
+    // Building needs the sources: a compiled spool says where to run it.
+    await using build = bare.start(["build", "--server", "--outfile", join(bare.dir, "again")]);
+    expect(await build.proc.exited).toBe(2);
+    expect(build.lines.join("\n")).toContain("spool build needs the Spool sources and their packages: run it from a checkout");
   });
 });

@@ -249,12 +249,17 @@ describe("dashboard in a real browser", () => {
   test("purge from the page removes the queued jobs, not the running one", async () => {
     const [, running] = await env.srv.json("POST", "/v2/gated/run", { input: { text: "held" } });
     await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "IN_PROGRESS", "the gated job to run");
-    for (let i = 0; i < 2; i++) await env.srv.json("POST", "/v2/gated/run", { input: { text: `queued ${i}` } });
+    const queued: string[] = [];
+    for (let i = 0; i < 2; i++) queued.push((await env.srv.json("POST", "/v2/gated/run", { input: { text: `queued ${i}` } }))[1].id);
     const page = await signedIn(env.srv.key);
     await page.goto(`${env.srv.url}/dashboard#/endpoints/gated`);
+    for (const id of queued) await page.locator(`tr[data-job="${id}"]`).waitFor();
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Purge queue" }).click();
     await page.getByRole("status").filter({ hasText: "removed 2" }).waitFor();
+    // The purged jobs leave the list; the running one stays.
+    for (const id of queued) await page.locator(`tr[data-job="${id}"]`).waitFor({ state: "detached" });
+    await page.locator(`tr[data-job="${running.id}"]`).waitFor();
     expect((await env.srv.json("GET", "/v2/gated/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
     env.gate.release();
     await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "COMPLETED", "the held job to complete");

@@ -42,7 +42,9 @@ describe("HEAD requests change nothing and hold nothing", () => {
   test("a HEAD of an OpenAI route submits no job", async () => {
     await using srv = await startTestServer();
     const res = await head(`${srv.url}/v2/echo/openai/v1/models`, srv.key);
-    expect(res.status).toBe(405);
+    expect([res.status, res.headers.get("allow")]).toEqual([405, "GET"]);
+    const chat = await head(`${srv.url}/v2/echo/openai/v1/chat/completions`, srv.key);
+    expect([chat.status, chat.headers.get("allow")]).toEqual([405, "POST"]);
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(0);
   });
 

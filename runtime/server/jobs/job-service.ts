@@ -56,7 +56,7 @@ export class JobService {
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
     const job = await this.#store.enqueue(
       {
-        // Time-ordered (UUIDv7: 74 random bits after the millisecond): a new job's id lands at the
+        // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
         // end of the store's id index instead of on a random page, so a commit writes fewer pages.
         id: `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`,
         endpointId,

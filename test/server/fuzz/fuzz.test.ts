@@ -13,7 +13,7 @@ import { fuzzRequest, Random, type FuzzRequest, type FuzzWorld } from "./fuzz-re
 // like an Object.prototype property): every route, every method, both key forms and broken
 // ones, hostile bodies, ids and headers. It asserts that no answer is a server error, that every
 // request is answered (none hangs), that the server is healthy after, and that a refused request (4xx)
-// changed no job, key or counter. The server's clock runs 10,000 times faster than the wall
+// changed no job, key or counter. The server's clock runs 4,000 times faster than the wall
 // clock, so waits a client may choose (a /runsync wait of up to 300 s) end in milliseconds.
 //
 // The fixed seed runs in every run; one more random seed is drawn and printed each run. Replay a

@@ -52,7 +52,9 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
   useEffect(
     () =>
       session.hub.on((e) => {
-        if (e.endpointId !== ep || !e.job) return;
+        if (e.endpointId !== ep) return;
+        if (e.type === "purged") return setTick((t) => t + 1); // its queued jobs are gone: read the page again
+        if (!e.job) return;
         const changed = e.job;
         setJobs((list) => {
           if (!list) return list;
