@@ -5,7 +5,8 @@ import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
-import { buildServer, isCompiled, partialPath } from "./build-server.ts";
+import { isCompiled } from "../build/executable.ts";
+import { buildServer, partialPath } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");

@@ -34,6 +34,3 @@ export async function buildServer(outfile: string): Promise<number> {
   console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
   return 0;
 }
-
-/** Whether this process is a compiled executable (its own sources are inside it). */
-export const isCompiled = () => Bun.main.startsWith("/$bunfs/");

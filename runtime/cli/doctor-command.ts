@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { dlopen } from "bun:ffi";
+import { isCompiled } from "../build/executable.ts";
 
 /** One shared library the GPU paths load, with a symbol it must export and who needs it. */
 interface Library {
@@ -38,7 +39,7 @@ export const INSTALL_HINTS = {
  * variable, so a compiled server (which carries no model packages) still builds and starts.
  */
 const loadAtRun = (specifier: string): Promise<unknown> => import(specifier);
-const NOT_IN_BUILD = Bun.main.startsWith("/$bunfs/") ? " (a compiled server carries no model packages: run spool doctor from a checkout)" : "";
+const NOT_IN_BUILD = isCompiled() ? " (a compiled server carries no model packages: run spool doctor from a checkout)" : "";
 
 const ok = (s: string) => `  ok    ${s}`;
 const no = (s: string) => `  --    ${s}`;

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type Config } from "../config/config.ts";
 import { stderrLog } from "../log.ts";
 import { createKey } from "../server/keys/api-keys.ts";
 import { startServer } from "../server/serve.ts";
-import { isCompiled } from "./build-server.ts";
+import { isCompiled, isHandlerSource } from "../build/executable.ts";
 import { openStore } from "./open-store.ts";
 
 /** `spool serve [--port N] [--data DIR] [--config FILE]` */
@@ -46,7 +46,7 @@ function refuseSourceHandlers(config: Config, configPath: string | undefined): v
     throw new ConfigError(`a compiled server runs built workers, and the built-in config's endpoints run handlers from source: pass --config FILE (${built}, or leave handler out for workers that connect themselves)`);
   }
   for (const [id, ep] of Object.entries(config.endpoints)) {
-    if (ep.handler && /\.(ts|tsx|js|mjs|cjs)$/.test(ep.handler)) {
+    if (ep.handler && isHandlerSource(ep.handler)) {
       throw new ConfigError(`${configPath}: endpoint ${id}: a compiled server runs built workers, not handler sources (${ep.handler}): ${built}`);
     }
   }

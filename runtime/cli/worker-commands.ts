@@ -1,8 +1,8 @@
 import { parseArgs } from "node:util";
+import { isHandlerSource } from "../build/executable.ts";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { WORKER_FLAGS, workerMain } from "../worker/worker-main.ts";
 
-const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
 
 /** `spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY` (or RunPod's env). */
 export async function workerCommand(args: string[]): Promise<number> {
@@ -11,7 +11,7 @@ export async function workerCommand(args: string[]): Promise<number> {
     console.error("usage: spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY");
     return 2;
   }
-  if (!isSource(target)) {
+  if (!isHandlerSource(target)) {
     // A binary from `spool build` is a whole worker: run it with the same flags.
     const child = Bun.spawn([target, ...flags], { stdio: ["inherit", "inherit", "inherit"] });
     for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => child.kill(sig));

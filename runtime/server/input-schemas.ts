@@ -1,9 +1,9 @@
 import type { z } from "zod";
+import { isHandlerSource } from "../build/executable.ts";
 import { findEndpoint, type Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { isHandler } from "../../sdk/define-handler.ts";
 
-const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
 
 /**
  * The input schema of each endpoint whose handler is a source file, so that /run and /runsync
@@ -28,7 +28,7 @@ export class InputSchemas {
     let p = this.#loading.get(endpointId);
     if (!p) {
       const handler = findEndpoint(this.config, endpointId)?.handler;
-      p = handler && isSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined);
+      p = handler && isHandlerSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined);
       this.#loading.set(endpointId, p);
     }
     return p;

@@ -1,4 +1,5 @@
 import type { Log } from "../log.ts";
+import { isCompiled } from "../build/executable.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 
@@ -39,6 +40,5 @@ export async function supervise(command: string[], env: Record<string, string | 
 
 /** How this program starts itself again: a compiled binary is its own executable. */
 export function selfCommand(args: string[]): string[] {
-  const compiled = Bun.main.startsWith("/$bunfs/") || /^[A-Z]:[\\/]~BUN/.test(Bun.main);
-  return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
+  return isCompiled() ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
 }

@@ -1,9 +1,9 @@
 import { resolve } from "node:path";
+import { isHandlerSource } from "../../build/executable.ts";
 import { EXIT_WITH_PARENT_ENV } from "../../protocol/worker-env.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "./worker-provider.ts";
 
 const CLI = resolve(import.meta.dir, "../../cli.ts");
-const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
 
 /**
  * Workers as local processes: `spool worker <handler>` for a source file, or the built binary
@@ -12,7 +12,7 @@ const isSource = (path: string) => /\.(ts|tsx|js|mjs|cjs)$/.test(path);
 export class LocalProcessProvider implements WorkerProvider {
   start(spec: WorkerSpec): WorkerHandle {
     const flags = ["--no-supervise", "--worker-id", spec.workerId, "--url", spec.serverUrl, "--endpoint", spec.endpointId];
-    const cmd = isSource(spec.handler) ? [process.execPath, CLI, "worker", spec.handler, ...flags] : [spec.handler, ...flags];
+    const cmd = isHandlerSource(spec.handler) ? [process.execPath, CLI, "worker", spec.handler, ...flags] : [spec.handler, ...flags];
     const proc = Bun.spawn(cmd, {
       env: {
         ...process.env,

@@ -58,8 +58,8 @@ export interface JsonSchema {
 }
 
 /** Wire types as the server defines them (type imports: nothing of the server is bundled). */
-export type { HealthResponse as Health } from "../../../protocol/job-response.ts";
-export type { EndpointStats } from "../../metrics/endpoint-stats.ts";
+export type { EndpointStats };
+export type Health = HealthResponse;
 
 /** A job as /status and the rows of /requests show it. */
 export type JobSummary = JobResponse & { createdAt?: string; sync?: boolean };
