@@ -125,7 +125,8 @@ failed() {
 }
 
 install_ceph() {
-  command -v radosgw >/dev/null && return 0
+  # Every tool start runs, not only radosgw: a machine may have radosgw without the monitor's tools.
+  command -v radosgw >/dev/null && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null && command -v monmaptool >/dev/null && return 0
   say "installing radosgw, ceph-mon and ceph-osd from apt"
   local started=$SECONDS
   export DEBIAN_FRONTEND=noninteractive

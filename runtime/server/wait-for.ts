@@ -12,11 +12,14 @@ export async function waitFor<T>(
   ms: number,
   check: () => Promise<T | null>,
   signal?: AbortSignal,
+  /** Given a function that wakes the current wait as the topic would (for wake-ups without a store announcement). */
+  onWake?: (wake: () => void) => void,
 ): Promise<T | null> {
   const deadline = deps.clock.now() + ms;
   for (;;) {
     const wake = new AbortController();
     const off = deps.events.on(topic, () => wake.abort());
+    onWake?.(() => wake.abort());
     try {
       const value = await check();
       if (value !== null) return value;

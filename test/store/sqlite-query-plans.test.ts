@@ -85,5 +85,5 @@ function grows(sql: string, steps: string[]): boolean {
   const bounded = /^SCAN (w|workers)$|^SCAN \w+ USING INDEX jobs_deadline$/;
   if (steps.some((d) => /^SCAN /.test(d) && !bounded.test(d))) return true;
   const aggregates = /\b(COUNT|SUM|MIN|MAX)\s*\(|GROUP BY/i.test(sql) && /\bFROM jobs\b/i.test(sql);
-  return aggregates && !steps.some((d) => /USING INDEX (jobs_expiry \(expires_at<\?\)|jobs_worker_status \(worker_id=\? AND status=\?\))/.test(d));
+  return aggregates && !steps.some((d) => /USING INDEX (jobs_expiry \(expires_at<\?\)|jobs_worker_running \(worker_id=\?\))/.test(d));
 }

@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,4 +29,54 @@ test("sqlite: counts and queue order kept in memory are rebuilt from the file wh
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the partial indexes", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const T0 = 1_790_000_000_000;
+    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    for (const id of ["a", "b", "c"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
+    await s.claim("ep", "w", 1, T0);
+    await s.close();
+    // Turn the file back into what schema 6 wrote: its indexes, no output_chunk, a result's chunk as a row.
+    const db = new Database(join(dir, "spool.db"));
+    db.run(`DROP INDEX jobs_queued; DROP INDEX jobs_worker_running; ALTER TABLE jobs DROP COLUMN output_chunk;
+      CREATE INDEX jobs_queue ON jobs(endpoint, status, seq);
+      CREATE INDEX jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
+      UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
+      INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
+      PRAGMA user_version = 6;`);
+    db.close();
+
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    expect((await s.readChunks("ep", "a", 0, T0))?.chunks).toEqual([{ v: 1 }]);
+    expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["b", "c"]);
+    await s.finish("w", "b", { output: { v: 2 } }, [{ v: 2 }], T0);
+    expect((await s.readStream("ep", "b", T0))?.chunks).toEqual([{ v: 2 }]);
+    expect((await s.readStream("ep", "b", T0))?.chunks).toEqual([]);
+    await s.close();
+    const after = new Database(join(dir, "spool.db"));
+    const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
+    after.close();
+    expect(indexes).toEqual(["jobs_deadline", "jobs_expiry", "jobs_queued", "jobs_worker_running"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("sqlite: writes committed together stand or fall alone: a failing one rejects, the others land", async () => {
+  const T0 = 1_790_000_000_000;
+  const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+  const s = SqliteStore.open(":memory:", { retention: RETENTION });
+  const job = (id: string) => ({ id, endpointId: "ep", input: { id }, policy, sync: false });
+  await s.enqueue(job("a"), T0);
+  // Same turn of the event loop: one transaction, in which the duplicate id fails.
+  const results = await Promise.allSettled([s.enqueue(job("b"), T0), s.enqueue(job("a"), T0), s.enqueue(job("c"), T0), s.enqueue(job("d"), T0, 2)]);
+  expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled", "rejected"]);
+  expect(String((results[1] as PromiseRejectedResult).reason)).toContain("UNIQUE");
+  expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(3);
+  expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["a", "b", "c"]);
+  await s.close();
 });

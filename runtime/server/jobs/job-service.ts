@@ -20,6 +20,17 @@ export interface SubmitOptions {
   invalid?: (error: z.ZodError) => Error;
 }
 
+/** A job-take waiting on this server: a submission may hand it a job directly. */
+interface Taker {
+  workerId: string;
+  signal: AbortSignal | undefined;
+  /** The job handed over, once its write has committed. */
+  handed: StoredJob[] | null;
+  /** A hand-off chose this taker and its write has not committed yet. */
+  pending: Promise<void> | null;
+  wake: () => void;
+}
+
 /**
  * The one job path between the routes and the store: submit (input check, backpressure,
  * enqueue), wait for a final state, read new stream chunks, take, finish and cancel. Every
@@ -32,6 +43,8 @@ export class JobService {
   readonly #events: JobEvents;
   readonly #inputSchemas: InputSchemas | undefined;
   readonly #wake: { events: Store["events"]; clock: Clock };
+  /** Takers waiting per endpoint, longest waiting first. */
+  readonly #parked = new Map<string, Set<Taker>>();
 
   constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
     this.#store = deps.store;
@@ -54,6 +67,10 @@ export class JobService {
     if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
     // The backpressure check runs inside enqueue, so a submission costs the store one step.
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
+    // A worker waiting in job-take gets the job in the same write when nothing else is queued.
+    const taker = this.#unpark(endpointId);
+    const handed = Promise.withResolvers<void>();
+    if (taker) taker.pending = handed.promise;
     const job = await this.#store.enqueue(
       {
         // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
@@ -73,13 +90,49 @@ export class JobService {
       },
       this.#clock.now(),
       maxQueued,
+      taker?.workerId,
     ).catch((err: unknown) => {
+      if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
       if (!(err instanceof QueueFullError)) throw err;
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
       throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
     });
-    this.#events.emit({ type: "submitted", job });
-    return job;
+    if (!taker || job.status !== "IN_PROGRESS") {
+      if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
+      this.#events.emit({ type: "submitted", job });
+      return job;
+    }
+    // Accepted (IN_QUEUE, as every submission is answered) and taken in the same instant.
+    const accepted: StoredJob = { ...job, status: "IN_QUEUE", startedAt: undefined, deadline: undefined, workerId: undefined };
+    this.#events.emit({ type: "submitted", job: accepted });
+    this.#settleHandOff(endpointId, taker, job, handed.resolve);
+    return accepted;
+  }
+
+  /** The longest-waiting taker of the endpoint whose client is still there, taken off the list. */
+  #unpark(endpointId: string): Taker | undefined {
+    const parked = this.#parked.get(endpointId);
+    if (!parked) return undefined;
+    for (const taker of parked) {
+      parked.delete(taker);
+      if (!taker.signal?.aborted) return taker;
+    }
+    return undefined;
+  }
+
+  /** A hand-off's write settled: the taker gets its job, or goes back to waiting. */
+  #settleHandOff(endpointId: string, taker: Taker, job: StoredJob | null, done: () => void): void {
+    taker.pending = null;
+    if (job) taker.handed = [job];
+    else this.#park(endpointId, taker);
+    done();
+    taker.wake();
+  }
+
+  #park(endpointId: string, taker: Taker): void {
+    let parked = this.#parked.get(endpointId);
+    if (!parked) this.#parked.set(endpointId, (parked = new Set()));
+    parked.add(taker);
   }
 
   /** The job as it is once final, or after `ms` (null when it does not exist or is gone). */
@@ -141,20 +194,42 @@ export class JobService {
 
   /**
    * Claims up to `max` queued jobs for a worker, waiting up to `ms` for one; null when none came
-   * or the worker went away (which is then handed nothing).
+   * or the worker went away (which is then handed nothing). While it waits, a submission to the
+   * endpoint may hand it its job directly (see submit).
    */
   async take(endpointId: string, workerId: string, max: number, ms: number, signal?: AbortSignal): Promise<StoredJob[] | null> {
-    const jobs = await waitFor(
-      this.#wake,
-      topics.queue(endpointId),
-      ms,
-      async () => {
-        if (signal?.aborted) return null;
-        const claimed = await this.#store.claim(endpointId, workerId, max, this.#clock.now());
-        return claimed.length ? claimed : null;
-      },
-      signal,
-    );
+    const claim = async (): Promise<StoredJob[] | null> => {
+      if (signal?.aborted) return null;
+      const claimed = await this.#store.claim(endpointId, workerId, max, this.#clock.now());
+      return claimed.length ? claimed : null;
+    };
+    let jobs = await claim();
+    if (!jobs && ms > 0 && !signal?.aborted) {
+      const taker: Taker = { workerId, signal, handed: null, pending: null, wake: () => {} };
+      try {
+        jobs = await waitFor(
+          this.#wake,
+          topics.queue(endpointId),
+          ms,
+          async () => {
+            if (taker.handed) return taker.handed;
+            if (taker.pending) return null; // chosen for a hand-off: its write settles within a tick
+            // Off the list while it claims, so that no hand-off picks a taker about to return.
+            this.#parked.get(endpointId)?.delete(taker);
+            const claimed = await claim();
+            if (!claimed) this.#park(endpointId, taker);
+            return claimed;
+          },
+          signal,
+          (wake) => (taker.wake = wake),
+        );
+      } finally {
+        this.#parked.get(endpointId)?.delete(taker);
+      }
+      // The wait ended (time up or the client gone) just as a hand-off was being written.
+      if (!jobs && taker.pending) await taker.pending;
+      jobs ??= taker.handed;
+    }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });
     return jobs;
   }

@@ -18,6 +18,10 @@ import type {
 } from "./store.ts";
 import { QueueFullError } from "./store.ts";
 
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+/** A write waiting for the next group commit. */
+type Write = { fn: (announce: Announce) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+
 /** How often the checkpoint thread copies the write-ahead log into the database file. */
 const CHECKPOINT_INTERVAL_MS = 200;
 
@@ -31,11 +35,8 @@ export class SqliteStore implements Store {
   readonly #requests: LocalRequestCounter;
   readonly #db: Database;
   readonly #sql: SqliteContext;
-  #batch: { fn: (announce: Announce) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
+  #batch: Write[] = [];
   readonly #checkpointer: Worker | undefined;
-  readonly #savepoint;
-  readonly #release;
-  readonly #rollbackTo;
 
   constructor(path: string, options: StoreOptions) {
     this.#db = new Database(path, { create: true, strict: true });
@@ -62,9 +63,6 @@ export class SqliteStore implements Store {
     }).immediate();
     this.#sql = new SqliteContext(this.#db, options.retention);
     this.#requests = new LocalRequestCounter(new SqliteRateWindows(this.#db));
-    this.#savepoint = this.#db.prepare("SAVEPOINT job");
-    this.#release = this.#db.prepare("RELEASE job");
-    this.#rollbackTo = this.#db.prepare("ROLLBACK TO job");
   }
 
   /** Opens (creating if needed) the store file `spool.db` in `dir`. */
@@ -75,9 +73,11 @@ export class SqliteStore implements Store {
 
   /**
    * Runs `fn` in a transaction shared with every other write asked for in the same turn of the
-   * event loop (group commit: one COMMIT for all the requests that arrived together), each in a
-   * savepoint of its own so that one failing changes nothing of the others. The promise settles
-   * after the COMMIT, so nothing is answered before it is durable; the topics are announced then.
+   * event loop (group commit: one COMMIT for all the requests that arrived together). The promise
+   * settles after the COMMIT, so nothing is answered before it is durable; the topics are
+   * announced then. A refusal (QueueFullError) changes nothing before it throws, so it fails its
+   * own call only; any other error rolls the whole transaction back and each write is then run in
+   * a transaction of its own, so that one failing changes nothing of the others.
    */
   #tx<T>(fn: (announce: Announce) => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -90,44 +90,48 @@ export class SqliteStore implements Store {
     const batch = this.#batch;
     this.#batch = [];
     if (!batch.length) return;
-    const pending = new Set<string>();
-    const announce: Announce = (t) => pending.add(t);
-    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
-    let stale = false;
-    try {
-      this.#db.transaction(() => {
-        for (const { fn } of batch) {
-          if (batch.length > 1) this.#savepoint.run();
-          try {
-            outcomes.push({ ok: true, value: fn(announce) });
-            if (batch.length > 1) this.#release.run();
-          } catch (error) {
-            if (batch.length === 1) throw error;
-            this.#rollbackTo.run();
-            this.#release.run();
-            outcomes.push({ ok: false, error });
-            // A refusal changes nothing before it throws; anything else may have moved the index.
-            if (!(error instanceof QueueFullError)) stale = true;
-          }
-        }
-      })();
-    } catch (error) {
-      if (!(error instanceof QueueFullError)) this.#sql.index.rebuild();
-      for (const { reject } of batch) reject(error);
-      return;
-    }
-    // Rolled back: the counts and queues in memory may have moved ahead of the table.
-    if (stale) this.#sql.index.rebuild();
-    for (const t of pending) this.events.emit(t);
+    const settled = this.#commit(batch) ?? batch.map((one) => this.#commit([one])![0]!);
     batch.forEach(({ resolve, reject }, i) => {
-      const o = outcomes[i]!;
+      const o = settled[i]!;
       if (o.ok) resolve(o.value);
       else reject(o.error);
     });
   };
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
+  /**
+   * Runs the writes in one transaction and returns their outcomes; undefined when a write of
+   * several failed and rolled them all back. A single write's failure is its outcome.
+   */
+  #commit(batch: Write[]): Outcome[] | undefined {
+    const pending = new Set<string>();
+    const announce: Announce = (t) => pending.add(t);
+    const outcomes: Outcome[] = [];
+    try {
+      this.#db.transaction(() => {
+        for (const { fn } of batch) {
+          try {
+            outcomes.push({ ok: true, value: fn(announce) });
+          } catch (error) {
+            if (!(error instanceof QueueFullError) || batch.length === 1) throw error;
+            outcomes.push({ ok: false, error });
+          }
+        }
+      })();
+    } catch (error) {
+      // Rolled back: the counts and queues in memory may have moved ahead of the table.
+      if (!(error instanceof QueueFullError)) this.#sql.index.rebuild();
+      return batch.length === 1 ? [{ ok: false, error }] : undefined;
+    }
+    for (const t of pending) this.events.emit(t);
+    return outcomes;
+  }
+
+  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
     return this.#tx((announce) => {
+      // Straight to a waiting worker only when nothing queued would be passed over.
+      if (handTo !== undefined && this.#sql.index.of(job.endpointId).queue.size === 0) {
+        return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
+      }
       // In the same step as the insert (a refusal throws before changing anything).
       if (maxQueued !== undefined) {
         const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);

@@ -149,8 +149,11 @@ export interface Store {
   /**
    * Queues a new job. With `maxQueued` (the 429 backpressure rule) it first checks the depth in
    * the same step and throws QueueFullError, changing nothing, when more jobs than that are queued.
+   * With `handTo` (a worker waiting in job-take on this server) a store may, when the endpoint has
+   * no job queued, write the job as taken by that worker in the same step and return it
+   * IN_PROGRESS; otherwise (or a store that does not) it is queued and returned IN_QUEUE.
    */
-  enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob>;
+  enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob>;
   /** The job, or null when it does not exist for this endpoint or has expired. */
   get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
   /** Sets a live job's expiry (GET /status?ttl). */

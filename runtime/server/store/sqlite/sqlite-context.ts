@@ -18,6 +18,7 @@ export class SqliteContext {
   readonly index: JobIndex;
   readonly #retention: StoreOptions["retention"];
   #seq: number;
+  readonly #active = new Map<string, number>();
 
   constructor(db: Database, retention: StoreOptions["retention"]) {
     this.db = db;
@@ -46,6 +47,18 @@ export class SqliteContext {
   /** The row of a job known to exist. */
   rowById(jobId: string): JobRow {
     return this.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?").get(jobId)!;
+  }
+
+  /**
+   * Records that a worker took or ended a job (workers.last_active, which the scaler reads to
+   * stop idle workers): written at most once a second per worker, which that judgement never notices.
+   */
+  workerActive(workerId: string, now: number): void {
+    const last = this.#active.get(workerId);
+    if (last !== undefined && now >= last && now - last < 1_000) return;
+    if (this.#active.size > 100_000) this.#active.clear(); // bound memory on id churn
+    this.#active.set(workerId, now);
+    this.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
   }
 
   /** Tells the worker running a job to stop it. */

@@ -4,6 +4,7 @@ import type { ScalingStats, StoredJob, StreamRead, UsageRow } from "../store.ts"
 import type { SqliteContext } from "./sqlite-context.ts";
 import { opt, toJob } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
+import { chunksOf } from "./sqlite-chunks.ts";
 
 /** Reads of jobs, workers and usage on the embedded store; none of them writes. */
 export const jobReads = {
@@ -15,11 +16,7 @@ export const jobReads = {
   readChunks(s: SqliteContext, endpointId: string, jobId: string, from: number, now: number): StreamRead | null {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return null;
-    const chunks = s.db
-      .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
-      .all(jobId, from)
-      .map((c) => JSON.parse(c.data));
-    return { job: toJob(row), chunks };
+    return { job: toJob(row), chunks: chunksOf(s, row, from) };
   },
 
   health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {

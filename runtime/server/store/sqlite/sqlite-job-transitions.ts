@@ -5,34 +5,31 @@ import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json, toJob } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
-
-function insertChunks(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
-  const insert = s.db.query("INSERT INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
-  chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
-}
-
-function appendChunkRows(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
-  insertChunks(s, jobId, from, chunks);
-  s.db.query("UPDATE jobs SET chunk_count = chunk_count + ? WHERE id = ?").run(chunks.length, jobId);
-}
+import { appendChunkRows, chunksOf, insertChunks } from "./sqlite-chunks.ts";
 
 /**
  * The changes a job goes through, from enqueue to a final state, as SQL on the embedded store.
  * Those that take `announce` run inside the store's transaction.
  */
 export const jobTransitions = {
-  enqueue(s: SqliteContext, job: NewJob, now: number, announce: Announce): StoredJob {
+  /**
+   * Inserts a new job, queued; or with `takenBy`, as taken by that worker (handed to its waiting
+   * job-take: never queued).
+   */
+  enqueue(s: SqliteContext, job: NewJob, now: number, announce: Announce, takenBy?: string): StoredJob {
     const seq = s.nextSeq();
     const expiresAt = now + job.policy.ttl;
+    const deadline = takenBy === undefined ? null : now + job.policy.executionTimeout;
     s.db
       .query<JobRow, Record<string, string | number | null>>(
         `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id,
-           created_at, queued_at, expires_at)
-         VALUES ($id, $endpoint, 'IN_QUEUE', $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $expires)`,
+           created_at, queued_at, started_at, expires_at, deadline, worker_id)
+         VALUES ($id, $endpoint, $status, $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $started, $expires, $deadline, $worker)`,
       )
       .run({
         id: job.id,
         endpoint: job.endpointId,
+        status: takenBy === undefined ? "IN_QUEUE" : "IN_PROGRESS",
         seq,
         input: JSON.stringify(job.input),
         webhook: job.webhook ?? null,
@@ -41,13 +38,14 @@ export const jobTransitions = {
         sync: job.sync ? 1 : 0,
         key: job.keyId ?? null,
         now,
+        started: deadline === null ? null : now,
         expires: expiresAt,
+        deadline,
+        worker: takenBy ?? null,
       });
-    s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority });
-    announce(topics.queue(job.endpointId));
     announce(topics.job(job.id));
     // The row as written, without reading it back.
-    return {
+    const written: StoredJob = {
       id: job.id,
       endpointId: job.endpointId,
       status: "IN_QUEUE",
@@ -63,6 +61,14 @@ export const jobTransitions = {
       losses: 0,
       retries: 0,
     };
+    if (takenBy !== undefined && deadline !== null) {
+      s.index.move(job.endpointId, null, "IN_PROGRESS");
+      s.workerActive(takenBy, now);
+      return { ...written, status: "IN_PROGRESS", startedAt: now, deadline, workerId: takenBy };
+    }
+    s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority });
+    announce(topics.queue(job.endpointId));
+    return written;
   },
 
   setExpiry(s: SqliteContext, endpointId: string, jobId: string, expiresAt: number, now: number): StoredJob | null {
@@ -101,7 +107,7 @@ export const jobTransitions = {
       announce(topics.job(row.id));
       jobs.push(toJob(row));
     }
-    if (jobs.length) s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
+    if (jobs.length) s.workerActive(workerId, now);
     return jobs;
   },
 
@@ -128,10 +134,7 @@ export const jobTransitions = {
   readStream(s: SqliteContext, endpointId: string, jobId: string, now: number): StreamRead | null {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return null;
-    const chunks = s.db
-      .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
-      .all(jobId, row.chunks_read)
-      .map((c) => JSON.parse(c.data));
+    const chunks = chunksOf(s, row, row.chunks_read);
     if (chunks.length) s.db.query("UPDATE jobs SET chunks_read = chunk_count WHERE id = ?").run(jobId);
     return { job: toJob(row), chunks };
   },
@@ -146,19 +149,29 @@ export const jobTransitions = {
     cost: number | undefined,
     announce: Announce,
   ): StoredJob | null {
-    const held = s.db
-      .query<Pick<JobRow, "chunk_count">, [string, string, number]>(
-        "SELECT chunk_count FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
-      )
-      .get(jobId, workerId, now);
-    if (!held) return null;
     const failed = "error" in result;
-    const chunks = held.chunk_count === 0 ? finalChunks : [];
+    // The usual result is its own single chunk: then the output column is that chunk (output_chunk
+    // = 1), not a second copy in stream_chunks. Several chunks (an output past 1 MB) are rows.
+    const single = finalChunks.length === 1 && !failed && finalChunks[0] === result.output;
+    let streamed = 0;
+    if (finalChunks.length && !single) {
+      const held = s.db
+        .query<Pick<JobRow, "chunk_count">, [string, string, number]>(
+          "SELECT chunk_count FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
+        )
+        .get(jobId, workerId, now);
+      if (!held) return null;
+      streamed = held.chunk_count;
+    }
+    // One statement checks that the worker still holds the job and ends it; chunks arrive only
+    // when nothing was streamed (chunk_count = 0 before).
     const row = s.db
-      .query<JobRow, [string, string | null, string | null, number, number, number, number, string]>(
+      .query<JobRow, [string, string | null, string | null, number, number, number, number, number, string, string]>(
         `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL,
-           expires_at = ?4 + CASE sync WHEN 1 THEN ?5 ELSE ?6 END, chunk_count = chunk_count + ?7
-         WHERE id = ?8 RETURNING *`,
+           expires_at = ?4 + CASE sync WHEN 1 THEN ?5 ELSE ?6 END,
+           output_chunk = CASE WHEN chunk_count = 0 AND ?8 = 1 THEN 1 ELSE 0 END,
+           chunk_count = CASE WHEN chunk_count = 0 THEN ?7 ELSE chunk_count END
+         WHERE id = ?9 AND worker_id = ?10 AND status = 'IN_PROGRESS' AND expires_at > ?4 RETURNING *`,
       )
       .get(
         failed ? "FAILED" : "COMPLETED",
@@ -167,12 +180,15 @@ export const jobTransitions = {
         now,
         s.retentionOf({ sync: 1 }),
         s.retentionOf({ sync: 0 }),
-        chunks.length,
+        finalChunks.length,
+        single ? 1 : 0,
         jobId,
-      )!;
+        workerId,
+      );
+    if (!row) return null;
     s.index.move(row.endpoint, "IN_PROGRESS", failed ? "FAILED" : "COMPLETED");
-    if (chunks.length) insertChunks(s, jobId, 0, chunks);
-    s.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
+    if (finalChunks.length && !single && streamed === 0) insertChunks(s, jobId, 0, finalChunks);
+    s.workerActive(workerId, now);
     s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
     if (!failed && cost !== undefined && row.key_id) {
       s.db
@@ -216,7 +232,7 @@ export const jobTransitions = {
       .query(
         `UPDATE jobs SET status = 'IN_QUEUE', seq = ?, queued_at = ?, expires_at = ?, started_at = NULL,
            completed_at = NULL, deadline = NULL, worker_id = NULL, output = NULL, error = NULL, progress = NULL,
-           losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0
+           losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0, output_chunk = 0
          WHERE id = ?`,
       )
       .run(seq, now, now + policy.ttl, jobId);

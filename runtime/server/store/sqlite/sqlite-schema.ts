@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -28,10 +28,10 @@ CREATE TABLE IF NOT EXISTS jobs (
   chunk_count INTEGER NOT NULL DEFAULT 0,
   chunks_read INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(endpoint, status, seq);
+CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE';
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
 CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
-CREATE INDEX IF NOT EXISTS jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_worker_running ON jobs(worker_id) WHERE status = 'IN_PROGRESS';
 CREATE TABLE IF NOT EXISTS stream_chunks (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -93,6 +93,10 @@ export const MIGRATIONS: Record<number, string> = {
   // jobs_deadline (in SCHEMA) holds running jobs only, so a submission or a result no longer
   // updates an index of every job by status.
   6: `DROP INDEX IF EXISTS jobs_running;`,
+  // Partial indexes of queued and of running jobs (in SCHEMA): a result no longer moves an entry
+  // in an index of every job by status, nor one of every job a worker ever ran.
+  7: `DROP INDEX IF EXISTS jobs_queue; DROP INDEX IF EXISTS jobs_worker_status;
+      ALTER TABLE jobs ADD COLUMN output_chunk INTEGER NOT NULL DEFAULT 0;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
@@ -121,4 +125,6 @@ export interface JobRow {
   retries: number;
   chunk_count: number;
   chunks_read: number;
+  /** 1: the job's one stream chunk is its output column (no stream_chunks row). */
+  output_chunk: number;
 }

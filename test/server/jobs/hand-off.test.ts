@@ -1,0 +1,52 @@
+import { expect, test } from "bun:test";
+import { ManualClock } from "../../../runtime/clock.ts";
+import { parseConfig } from "../../../runtime/config/config.ts";
+import { JobEvents } from "../../../runtime/server/jobs/job-events.ts";
+import { JobService } from "../../../runtime/server/jobs/job-service.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite-store.ts";
+import { protocolWorker } from "../../helpers/protocol-worker.ts";
+import { startTestServer } from "../../helpers/test-server.ts";
+import { RETENTION } from "../../store/store-suite.ts";
+
+test("a job submitted to a waiting worker is handed to it at once: /run says IN_QUEUE, the job runs on that worker, counts stay exact", async () => {
+  const clock = new ManualClock();
+  await using srv = await startTestServer({ clock, server: { takeWaitMs: 30_000 }, endpoints: { echo: { executionTimeout: 9_000 } } });
+  const w = protocolWorker(srv, "echo", "w1");
+  const take = w.take();
+  const [status, accepted] = await srv.json("POST", "/v2/echo/run", { input: { a: 1 } });
+  expect([status, accepted.status]).toEqual([200, "IN_QUEUE"]);
+  const job = await take;
+  expect([job.id, job.input, job.deadline]).toEqual([accepted.id, { a: 1 }, clock.now() + 9_000]);
+  expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "IN_PROGRESS", workerId: "w1" });
+  expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
+  await w.done(job.id, { output: { ok: true } });
+  expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { ok: true } });
+});
+
+test("jobs submitted together to one waiting worker: it gets the first, the rest stay queued in order", async () => {
+  await using srv = await startTestServer({ server: { takeWaitMs: 30_000 } });
+  const w = protocolWorker(srv, "echo", "w1");
+  const take = w.take();
+  const sent = await Promise.all([1, 2, 3].map((i) => srv.json("POST", "/v2/echo/run", { input: { i } })));
+  const ids = sent.map(([, body]) => body.id as string);
+  const first = await take;
+  expect(first.id).toBe(ids[0]!);
+  expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toMatchObject({ inQueue: 2, inProgress: 1 });
+  expect((await w.takeBatch(5)).map((j) => j.id)).toEqual(ids.slice(1));
+});
+
+test("a waiting worker whose client went away is handed nothing: the job stays queued for the next take", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const config = parseConfig({ endpoints: { ep: {} } });
+  const jobs = new JobService({ store, clock, config, jobEvents: new JobEvents(() => {}) });
+  const gone = new AbortController();
+  const waiting = jobs.take("ep", "w-gone", 1, 60_000, gone.signal);
+  await Promise.resolve();
+  gone.abort();
+  const job = await jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false });
+  expect(await waiting).toBeNull();
+  expect((await store.get("ep", job.id, clock.now()))?.status).toBe("IN_QUEUE");
+  expect((await jobs.take("ep", "w2", 1, 0))?.map((j) => j.id)).toEqual([job.id]);
+  await store.close();
+});
