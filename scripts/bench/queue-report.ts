@@ -1,5 +1,5 @@
 import type { CommandCounts } from "./queue-monitor.ts";
-import type { Latency } from "./queue-spool.ts";
+import { WARM_UP, type Latency } from "./queue-spool.ts";
 import type { Throughput } from "./queue-timing.ts";
 import { printTable } from "./table.ts";
 
@@ -71,6 +71,6 @@ export function printProfiles(profiles: ({ label: string; r: Throughput } & Comm
 /** Sequential latency: p50, p99, mean and max per kind of request. */
 export function printLatency(lat: Latency[]): void {
   const rows = lat.map((l) => [l.label, String(l.n), `**${f2(l.p50)}**`, `**${f2(l.p99)}**`, f2(l.mean), f2(l.max)]);
-  printTable(["latency (sequential)", "n", "p50 ms", "p99 ms", "mean ms", "max ms"], "lrrrrr", rows);
+  printTable([`latency (sequential, after ${WARM_UP} untimed calls of each)`, "n", "p50 ms", "p99 ms", "mean ms", "max ms"], "lrrrrr", rows);
   console.log("");
 }

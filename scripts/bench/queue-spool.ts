@@ -75,6 +75,9 @@ function latency(label: string, ms: number[]): Latency {
  * /runsync round trips over an instant job, one at a time, with one protocol worker; and the
  * HTTP floor (an authed 404) on the same server. On Redis, a fresh key prefix.
  */
+/** Untimed calls of each kind before the timed ones. */
+export const WARM_UP = 1000;
+
 export async function runsyncLatency(session: QueueSession, onRedis: boolean): Promise<Latency[]> {
   const store = onRedis ? `${session.redis!.url}?prefix=${session.unique("runsync")}` : undefined;
   const server = await session.startServer(session.unique("runsync"), { store });
@@ -92,9 +95,10 @@ export async function runsyncLatency(session: QueueSession, onRedis: boolean): P
       const r = await c.runsync({ ping: true });
       if (r.status !== "COMPLETED") throw new Error(`runsync ended ${r.status}: ${JSON.stringify(r)}`);
     };
-    // Warm both processes' JIT before timing.
-    for (let i = 0; i < Math.min(50, n); i++) await call();
-    for (let i = 0; i < Math.min(50, n); i++) await c.missing();
+    // Warm both processes' JIT before timing: a server answers many requests, and JavaScriptCore
+    // compiles a function with its optimising tiers only after about a thousand calls.
+    for (let i = 0; i < WARM_UP; i++) await call();
+    for (let i = 0; i < WARM_UP; i++) await c.missing();
 
     const floor: number[] = [];
     for (let i = 0; i < n; i++) {
