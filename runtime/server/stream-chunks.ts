@@ -1,24 +1,39 @@
 import { LIMITS } from "../protocol/limits.ts";
 
-const encoder = new TextEncoder();
-const size = (v: unknown) => encoder.encode(JSON.stringify(v) ?? "null").length;
+const size = (v: unknown) => Buffer.byteLength(JSON.stringify(v) ?? "null");
 
-/** Splits a string into pieces of at most `max` UTF-8 bytes, never inside a character. */
+/** UTF-8 bytes of one UTF-16 unit (not part of a surrogate pair) as JSON.stringify writes it inside quotes. */
+function escapedBytes(code: number): number {
+  if (code < 0x20) return code === 8 || code === 9 || code === 10 || code === 12 || code === 13 ? 2 : 6; // \n or \u00XX
+  if (code === 0x22 || code === 0x5c) return 2; // \" and \\
+  if (code < 0x80) return 1;
+  if (code < 0x800) return 2;
+  if (code >= 0xd800 && code <= 0xdfff) return 6; // a lone surrogate: \uXXXX
+  return 3;
+}
+
+/**
+ * Splits a string into pieces whose JSON text is at most `max` UTF-8 bytes (quotes aside), never
+ * inside a character: one pass over the char codes, the pieces sliced out (linear in the length).
+ */
 function splitString(s: string, max: number): string[] {
   const pieces: string[] = [];
-  let piece = "";
+  let start = 0;
   let bytes = 0;
-  for (const ch of s) {
-    const n = encoder.encode(JSON.stringify(ch)).length - 2; // escaped size inside JSON quotes
-    if (bytes + n > max && piece) {
-      pieces.push(piece);
-      piece = "";
+  for (let i = 0; i < s.length; ) {
+    const c = s.charCodeAt(i);
+    const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
+    const units = pair ? 2 : 1;
+    const n = pair ? 4 : escapedBytes(c);
+    if (bytes + n > max && i > start) {
+      pieces.push(s.slice(start, i));
+      start = i;
       bytes = 0;
     }
-    piece += ch;
     bytes += n;
+    i += units;
   }
-  if (piece || pieces.length === 0) pieces.push(piece);
+  if (start < s.length || pieces.length === 0) pieces.push(s.slice(start));
   return pieces;
 }
 

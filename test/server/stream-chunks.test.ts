@@ -1,0 +1,37 @@
+import { expect, test } from "bun:test";
+import { splitChunk } from "../../runtime/server/stream-chunks.ts";
+
+const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
+
+test("a long string splits into pieces within the limit that join back to it, whatever its characters", () => {
+  // Every kind of character JSON escapes or encodes differently: ASCII, quotes and backslashes,
+  // control characters (short and \u escapes), 2- and 3-byte UTF-8, surrogate pairs and lone surrogates.
+  const alphabet = ["a", "Z", " ", '"', "\\", "\n", "\t", "\u0001", "\u001f", "é", "ж", "€", "中", "😀", "𝄞", "\ud800", "\udfff", "\u2028"];
+  let seed = 7;
+  const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed);
+  for (const max of [20, 64, 1000]) {
+    const s = Array.from({ length: 5000 }, () => alphabet[next() % alphabet.length]).join("");
+    const pieces = splitChunk(s, max) as string[];
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(pieces.join("")).toBe(s);
+    for (const p of pieces) {
+      expect(bytes(p)).toBeLessThanOrEqual(max);
+      expect(p.length).toBeGreaterThan(0);
+    }
+    // No piece starts with the second half of a pair that the one before it ended with the first half of.
+    for (let i = 1; i < pieces.length; i++) {
+      const before = pieces[i - 1]!.charCodeAt(pieces[i - 1]!.length - 1);
+      const after = pieces[i]!.charCodeAt(0);
+      expect(before >= 0xd800 && before <= 0xdbff && (after & 0xfc00) === 0xdc00).toBe(false);
+    }
+  }
+});
+
+test("an output of several megabytes splits into pieces of at most 1 MB that join back to it", () => {
+  const s = "x".repeat(3_500_000) + "é".repeat(200_000);
+  const pieces = splitChunk(s) as string[];
+  expect(pieces.join("")).toBe(s);
+  expect(pieces.every((p) => bytes(p) <= 1_000_000)).toBe(true);
+  expect(pieces.length).toBe(4);
+  expect(splitChunk({ small: true })).toEqual([{ small: true }]);
+});
