@@ -8,6 +8,8 @@
  *     Spool/BullMQ, with the server's CPU per job (from /proc);
  *   - embedded store under a backlog: submit jobs/s and job-take + job-done latency with 1k,
  *     10k and 100k jobs queued, and the server's RSS;
+ *   - embedded store by payload size: server CPU and latency of run -> take -> done -> status with
+ *     1 KB, 100 KB and 1 MB in each job's input and in its result;
  *   - /runsync round-trip latency over an instant job (p50/p99) beside an authenticated 404;
  *   - Redis store (protocol workers in this process): a throwaway redis-server (AOF on, appendfsync everysec) and the same
  *     scenarios on 1 server and on 2 servers sharing it (workers and submitters spread over both
@@ -19,7 +21,7 @@
  *
  *   bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis]
  *       [--jobs 5000] [--runsync 500] [--clients 16] [--batch 8] [--profile 200]
- *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300]
+ *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]
  *
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
@@ -37,12 +39,13 @@ import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spo
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
 import { printBacklog, printSideBySide } from "./bench/queue-side-by-side.ts";
+import { payloadRuns, printPayload, type PayloadRun } from "./bench/queue-payload.ts";
 import type { Throughput } from "./bench/queue-timing.ts";
 
 const USAGE =
   "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 5000] [--runsync 500]\n" +
   "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
-  "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300]";
+  "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]";
 const cli = benchCli("bench-queue", USAGE);
 
 const { values: flags } = parseArgs({
@@ -56,6 +59,7 @@ const { values: flags } = parseArgs({
     backlog: { type: "string", default: "1000,10000,100000" },
     submits: { type: "string", default: "2000" },
     takes: { type: "string", default: "300" },
+    payload: { type: "string", default: "1000,100000,1000000" },
     batch: { type: "string", default: "8" },
     profile: { type: "string", default: "200" },
     help: { type: "boolean", short: "h" },
@@ -69,6 +73,7 @@ const BATCH = cli.int("batch", flags.batch);
 const PROFILE = cli.int("profile", flags.profile, 0);
 const BACKLOG = flags.backlog!.split(",").filter(Boolean).map((n) => cli.int("backlog", n));
 const SUBMITS = cli.int("submits", flags.submits);
+const PAYLOAD = flags.payload!.split(",").filter(Boolean).map((n) => cli.int("payload", n));
 const TAKES = cli.int("takes", flags.takes);
 const MODES = ["embedded", "redis", "all"] as const;
 type Mode = (typeof MODES)[number];
@@ -111,6 +116,7 @@ async function main(): Promise<void> {
 
   const sideBySide: ProcessRun[] = [];
   const backlog: BacklogRun[] = [];
+  let payload: PayloadRun[] = [];
   const processShapes = [
     { name: "4x1", label: "4 workers × 1 (Spool job-take)", workers: 4, size: null, concurrency: 1 },
     { name: `4x${BATCH}`, label: `4 workers × ${BATCH} (Spool job-take-batch of ${BATCH})`, workers: 4, size: BATCH, concurrency: BATCH },
@@ -131,6 +137,10 @@ async function main(): Promise<void> {
       backlog.push(b);
       console.log(`  ${b.queued} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
     }
+    console.log("embedded store by payload size:");
+    // About 6 MB carried per size (at least 20 jobs): the 1 MB row is as long as the 1 KB one.
+    payload = await payloadRuns(session, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))));
+    for (const p of payload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
     const l = await runsyncLatency(session, false);
     lat.push(...l);
     console.log(`  runsync: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms\n`);
@@ -175,6 +185,10 @@ async function main(): Promise<void> {
   if (backlog.length) {
     console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops and ${TAKES} take+done by one worker per depth, in 3 rounds across the depths; submit rate: median of the rounds)\n`);
     printBacklog(backlog);
+  }
+  if (payload.length) {
+    console.log("### Embedded store by payload size (one client: run -> job-take -> job-done -> status, the same size in input and result)\n");
+    printPayload(payload);
   }
   if (onRedis.length) {
     console.log(`### Redis store vs BullMQ on the same Redis\n`);

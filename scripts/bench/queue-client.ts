@@ -24,6 +24,10 @@ export function queueClient(server: SpoolProcess) {
       const res = await ok(await fetch(`${base}/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input }) }), "runsync");
       return res.json() as Promise<{ status: string; output?: unknown }>;
     },
+    async status(id: string): Promise<string> {
+      const res = await ok(await fetch(`${base}/status/${id}`, { headers: auth }), "status");
+      return ((await res.json()) as { status: string }).status;
+    },
     async health(): Promise<HealthResponse> {
       const res = await ok(await fetch(`${base}/health`, { headers: auth }), "health");
       return res.json() as Promise<HealthResponse>;
@@ -45,11 +49,11 @@ export function queueClient(server: SpoolProcess) {
       const body = (await res.json()) as { id: string } | { id: string }[];
       return Array.isArray(body) ? body : [body];
     },
-    async done(workerId: string, jobId: string): Promise<void> {
+    async done(workerId: string, jobId: string, output: unknown = { ok: true }): Promise<void> {
       const res = await fetch(`${base}/job-done/${workerId}/${jobId}?gpu=bench&isStream=false`, {
         method: "POST",
         headers: bare,
-        body: JSON.stringify({ output: { ok: true } }),
+        body: JSON.stringify({ output }),
       });
       await ok(res, "job-done");
       await res.arrayBuffer();
