@@ -53,7 +53,7 @@ export const duties = {
     if (report?.runningIds && report.missingAfterMs !== undefined) {
       const reported = new Set(report.runningIds);
       const held = s.db
-        .query<JobRow, [string, number]>("SELECT * FROM jobs INDEXED BY jobs_deadline WHERE status = 'IN_PROGRESS' AND worker_id = ? AND started_at <= ?")
+        .query<JobRow, [string, number]>("SELECT * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?")
         .all(workerId, now - report.missingAfterMs);
       for (const j of held) if (!reported.has(j.id)) loseJob(s, j, now, announce, "its heartbeat no longer listed the job");
     }

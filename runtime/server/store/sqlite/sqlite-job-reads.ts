@@ -25,9 +25,14 @@ export const jobReads = {
       s.db
         .query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'")
         .get(endpointId)?.value ?? 0;
-    const workers = liveWorkers(s, endpointId, now, workerLossTimeoutMs);
-    const running = workers.filter((w) => w.running > 0).length;
-    const unhealthy = workers.filter((w) => w.running === 0 && w.unhealthy !== null).length;
+    const workers = s.db
+      .query<{ busy: number; unhealthy: string | null }, [number, string, number]>(
+        `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS busy,
+           w.unhealthy FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      )
+      .all(now, endpointId, now - workerLossTimeoutMs);
+    const running = workers.filter((w) => w.busy).length;
+    const unhealthy = workers.filter((w) => !w.busy && w.unhealthy !== null).length;
     return {
       jobs: {
         completed: n.COMPLETED,
@@ -76,7 +81,12 @@ export const jobReads = {
       break;
     }
     const low = lowQueued(s, endpointId, now);
-    const workers = liveWorkers(s, endpointId, now, workerLossTimeoutMs);
+    const workers = s.db
+      .query<{ id: string; running: number; unhealthy: string | null; last_active: number | null }, [number, string, number]>(
+        `SELECT w.id, (SELECT COUNT(*) FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS running,
+           w.unhealthy, w.last_active FROM workers w WHERE w.endpoint = ? AND w.last_seen > ?`,
+      )
+      .all(now, endpointId, now - workerLossTimeoutMs);
     return {
       queued: n.IN_QUEUE - low,
       queuedLowPriority: low,
@@ -106,28 +116,6 @@ export const jobReads = {
     return s.index.of(endpointId).queue.rank(row.seq) - expiredAhead;
   },
 };
-
-/**
- * The endpoint's workers heard from within the loss timeout, with how many live jobs each runs:
- * the running jobs are counted once through jobs_deadline (running jobs only, as many as the fleet
- * runs), not once per worker.
- */
-function liveWorkers(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number) {
-  const running = new Map(
-    s.db
-      .query<{ worker_id: string; n: number }, [number]>(
-        "SELECT worker_id, COUNT(*) AS n FROM jobs INDEXED BY jobs_deadline WHERE status = 'IN_PROGRESS' AND expires_at > ? GROUP BY worker_id",
-      )
-      .all(now)
-      .map((r) => [r.worker_id, r.n]),
-  );
-  return s.db
-    .query<{ id: string; unhealthy: string | null; last_active: number | null }, [string, number]>(
-      "SELECT id, unhealthy, last_active FROM workers WHERE endpoint = ? AND last_seen > ?",
-    )
-    .all(endpointId, now - workerLossTimeoutMs)
-    .map((w) => ({ ...w, running: running.get(w.id) ?? 0 }));
-}
 
 /**
  * Live rows of the endpoint by status: the counts in memory less the rows that expired and the

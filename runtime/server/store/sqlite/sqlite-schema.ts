@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE';
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
 CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
+CREATE INDEX IF NOT EXISTS jobs_worker_running ON jobs(worker_id) WHERE status = 'IN_PROGRESS';
 CREATE TABLE IF NOT EXISTS stream_chunks (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -92,9 +93,8 @@ export const MIGRATIONS: Record<number, string> = {
   // jobs_deadline (in SCHEMA) holds running jobs only, so a submission or a result no longer
   // updates an index of every job by status.
   6: `DROP INDEX IF EXISTS jobs_running;`,
-  // A partial index of queued jobs (in SCHEMA): a take or a result no longer moves an entry in an
-  // index of every job by status. A worker's running jobs are found through jobs_deadline (running
-  // jobs only, as many as the fleet runs), so a take or a result writes one index page fewer.
+  // Partial indexes of queued and of running jobs (in SCHEMA): a result no longer moves an entry
+  // in an index of every job by status, nor one of every job a worker ever ran.
   7: `DROP INDEX IF EXISTS jobs_queue; DROP INDEX IF EXISTS jobs_worker_status;
       ALTER TABLE jobs ADD COLUMN output_chunk INTEGER NOT NULL DEFAULT 0;`,
 };
