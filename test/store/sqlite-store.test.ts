@@ -80,3 +80,18 @@ test("sqlite: writes committed together stand or fall alone: a failing one rejec
   expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["a", "b", "c"]);
   await s.close();
 });
+
+test("sqlite: a write re-run after its group rolled back still records the worker as active", async () => {
+  const T0 = 1_790_000_000_000;
+  const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+  const s = SqliteStore.open(":memory:", { retention: RETENTION });
+  const job = (id: string) => ({ id, endpointId: "ep", input: {}, policy, sync: false });
+  await s.touchWorker("w", "ep", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
+  await s.enqueue(job("a"), T0 - 120_000);
+  await s.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
+  // One group: the claim, and a duplicate id that rolls the group back; the claim is re-run alone.
+  const [claimed, dup] = await Promise.allSettled([s.claim("ep", "w", 1, T0), s.enqueue(job("a"), T0)]);
+  expect([claimed.status, dup.status]).toEqual(["fulfilled", "rejected"]);
+  expect((await s.scalingStats("ep", T0, 600_000)).workers).toMatchObject([{ id: "w", running: 1, lastActive: T0 }]);
+  await s.close();
+});

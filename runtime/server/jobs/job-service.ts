@@ -23,6 +23,8 @@ export interface SubmitOptions {
 /** A job-take waiting on this server: a submission may hand it a job directly. */
 interface Taker {
   workerId: string;
+  /** Its wait is over: it must never be parked or chosen again. */
+  done: boolean;
   signal: AbortSignal | undefined;
   /** The job handed over, once its write has committed. */
   handed: StoredJob[] | null;
@@ -115,7 +117,7 @@ export class JobService {
     if (!parked) return undefined;
     for (const taker of parked) {
       parked.delete(taker);
-      if (!taker.signal?.aborted) return taker;
+      if (!taker.done && !taker.signal?.aborted) return taker;
     }
     return undefined;
   }
@@ -130,6 +132,7 @@ export class JobService {
   }
 
   #park(endpointId: string, taker: Taker): void {
+    if (taker.done || !this.#store.handsOff) return;
     let parked = this.#parked.get(endpointId);
     if (!parked) this.#parked.set(endpointId, (parked = new Set()));
     parked.add(taker);
@@ -205,7 +208,7 @@ export class JobService {
     };
     let jobs = await claim();
     if (!jobs && ms > 0 && !signal?.aborted) {
-      const taker: Taker = { workerId, signal, handed: null, pending: null, wake: () => {} };
+      const taker: Taker = { workerId, done: false, signal, handed: null, pending: null, wake: () => {} };
       try {
         jobs = await waitFor(
           this.#wake,
@@ -224,11 +227,16 @@ export class JobService {
           (wake) => (taker.wake = wake),
         );
       } finally {
+        taker.done = true;
         this.#parked.get(endpointId)?.delete(taker);
       }
       // The wait ended (time up or the client gone) just as a hand-off was being written.
       if (!jobs && taker.pending) await taker.pending;
       jobs ??= taker.handed;
+      // A batch taker handed one job also gets what was queued beside it (submitted in the same turn).
+      if (jobs && jobs === taker.handed && max > jobs.length && !signal?.aborted) {
+        jobs = [...jobs, ...(await this.#store.claim(endpointId, workerId, max - jobs.length, this.#clock.now()))];
+      }
     }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });
     return jobs;

@@ -32,6 +32,7 @@ const CHECKPOINT_INTERVAL_MS = 200;
  */
 export class SqliteStore implements Store {
   readonly events = new LocalEvents();
+  readonly handsOff = true;
   readonly #requests: LocalRequestCounter;
   readonly #db: Database;
   readonly #sql: SqliteContext;
@@ -119,7 +120,7 @@ export class SqliteStore implements Store {
       })();
     } catch (error) {
       // Rolled back: the counts and queues in memory may have moved ahead of the table.
-      if (!(error instanceof QueueFullError)) this.#sql.index.rebuild();
+      if (!(error instanceof QueueFullError)) this.#sql.rolledBack();
       return batch.length === 1 ? [{ ok: false, error }] : undefined;
     }
     for (const t of pending) this.events.emit(t);

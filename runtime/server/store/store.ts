@@ -145,6 +145,8 @@ export interface WorkerReport {
  */
 export interface Store {
   readonly events: StoreEvents;
+  /** Whether enqueue may hand a job to a waiting worker (`handTo`); without, JobService parks no takers. */
+  readonly handsOff?: boolean;
 
   /**
    * Queues a new job. With `maxQueued` (the 429 backpressure rule) it first checks the depth in

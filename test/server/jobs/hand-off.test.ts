@@ -50,3 +50,36 @@ test("a waiting worker whose client went away is handed nothing: the job stays q
   expect((await jobs.take("ep", "w2", 1, 0))?.map((j) => j.id)).toEqual([job.id]);
   await store.close();
 });
+
+test("a worker whose take ran out while it was being handed a job that then queued is never handed a later one", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const policy = { executionTimeout: 600_000, lowPriority: false, ttl: 86_400_000 };
+  const waiting = jobs.take("ep", "w-late", 1, 1_000, new AbortController().signal); // its request stays open
+  while (clock.sleeping === 0) await new Promise((r) => setImmediate(r));
+  // In one turn: a job queued by another path (a retry, a lost worker's job) and a submission that
+  // chooses the waiting worker, but is queued behind it; the wait runs out meanwhile.
+  const queued = store.enqueue({ id: "x", endpointId: "ep", input: {}, policy, sync: false }, clock.now());
+  const submitted = jobs.submit("ep", { input: { y: 1 } }, { keyId: "k", sync: false });
+  await Promise.resolve();
+  clock.advance(1_000);
+  expect(await waiting).toBeNull();
+  await Promise.all([queued, submitted]);
+  expect((await jobs.take("ep", "w2", 5, 0))?.length).toBe(2);
+  const later = await jobs.submit("ep", { input: { z: 1 } }, { keyId: "k", sync: false });
+  expect(await store.get("ep", later.id, clock.now())).toMatchObject({ status: "IN_QUEUE" });
+  await store.close();
+});
+
+test("a batch taker handed a job also gets the jobs queued beside it in the same turn", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const waiting = jobs.take("ep", "w", 8, 60_000);
+  while (clock.sleeping === 0) await new Promise((r) => setImmediate(r));
+  const ids = (await Promise.all([1, 2, 3].map((i) => jobs.submit("ep", { input: { i } }, { keyId: "k", sync: false })))).map((j) => j.id);
+  expect((await waiting)?.map((j) => j.id)).toEqual(ids);
+  expect((await store.health("ep", clock.now(), 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 3 });
+  await store.close();
+});

@@ -61,6 +61,12 @@ export class SqliteContext {
     this.db.query("UPDATE workers SET last_active = ? WHERE id = ?").run(now, workerId);
   }
 
+  /** A transaction rolled back: what memory holds beside the table is read again or forgotten. */
+  rolledBack(): void {
+    this.index.rebuild();
+    this.#active.clear();
+  }
+
   /** Tells the worker running a job to stop it. */
   stop(workerId: string | null, jobId: string, announce: Announce): void {
     if (!workerId) return;
