@@ -22,6 +22,7 @@
  *   bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis]
  *       [--jobs 5000] [--runsync 500] [--clients 16] [--batch 8] [--profile 200]
  *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]
+ *       [--rounds 3]
  *
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
@@ -45,7 +46,8 @@ import type { Throughput } from "./bench/queue-timing.ts";
 const USAGE =
   "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 5000] [--runsync 500]\n" +
   "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
-  "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]";
+  "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]\n" +
+  "                                  [--rounds 3 (Spool then BullMQ per round, worker processes)]";
 const cli = benchCli("bench-queue", USAGE);
 
 const { values: flags } = parseArgs({
@@ -60,6 +62,7 @@ const { values: flags } = parseArgs({
     submits: { type: "string", default: "2000" },
     takes: { type: "string", default: "300" },
     payload: { type: "string", default: "1000,100000,1000000" },
+    rounds: { type: "string", default: "3" },
     batch: { type: "string", default: "8" },
     profile: { type: "string", default: "200" },
     help: { type: "boolean", short: "h" },
@@ -73,6 +76,7 @@ const BATCH = cli.int("batch", flags.batch);
 const PROFILE = cli.int("profile", flags.profile, 0);
 const BACKLOG = flags.backlog!.split(",").filter(Boolean).map((n) => cli.int("backlog", n));
 const SUBMITS = cli.int("submits", flags.submits);
+const ROUNDS = cli.int("rounds", flags.rounds);
 const PAYLOAD = flags.payload!.split(",").filter(Boolean).map((n) => cli.int("payload", n));
 const TAKES = cli.int("takes", flags.takes);
 const MODES = ["embedded", "redis", "all"] as const;
@@ -125,12 +129,14 @@ async function main(): Promise<void> {
     const redis = await session.startRedis();
     redisInfo = await redisAndBullVersions(session);
     console.log(`embedded store beside BullMQ (${redisInfo}), worker processes:`);
-    for (const sh of processShapes) {
-      const sp = await spoolProcesses(session, { ...sh, shape: sh.name });
-      await redis.client.send("FLUSHALL", []);
-      const bu = await bullProcesses(session, { ...sh, shape: sh.name });
-      sideBySide.push(sp, bu);
-      console.log(`  ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const sh of processShapes) {
+        const sp = await spoolProcesses(session, { ...sh, shape: sh.name });
+        await redis.client.send("FLUSHALL", []);
+        const bu = await bullProcesses(session, { ...sh, shape: sh.name });
+        sideBySide.push(sp, bu);
+        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+      }
     }
     console.log("embedded store under a backlog:");
     for (const b of await backlogRuns(session, BACKLOG, SUBMITS, TAKES)) {
@@ -179,7 +185,7 @@ async function main(): Promise<void> {
   }
 
   if (sideBySide.length) {
-    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs, ${CLIENTS} submit loops)\n`);
+    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`);
     printSideBySide(sideBySide, processShapes);
   }
   if (backlog.length) {

@@ -4,23 +4,38 @@ import { printTable } from "./table.ts";
 
 const f1 = (n: number) => n.toFixed(1);
 const f2 = (n: number) => n.toFixed(2);
-const us = (s: number, jobs: number) => (Number.isNaN(s) ? "—" : ((s * 1e6) / jobs).toFixed(0));
 
-/** Spool (embedded store) beside BullMQ per shape, workers in processes of their own, with the ratio. */
+const median = (xs: number[]) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
+};
+
+/**
+ * Spool (embedded store) beside BullMQ per shape, workers in processes of their own: with
+ * several rounds (Spool then BullMQ in each), the median of each figure and of the per-round
+ * ratios, and those ratios.
+ */
 export function printSideBySide(runs: ProcessRun[], shapes: { name: string; label: string }[]): void {
+  const rate = (r: ProcessRun) => r.jobs / r.seconds;
+  const cpu = (rs: ProcessRun[], of: (r: ProcessRun) => number) => {
+    const v = rs.map((r) => of(r) / r.jobs).filter((x) => !Number.isNaN(x));
+    return v.length ? (median(v) * 1e6).toFixed(0) : "—";
+  };
   const rows = shapes.map((sh) => {
-    const b = runs.find((r) => r.system === "BullMQ" && r.shape === sh.name)!;
-    const s = runs.find((r) => r.system === "Spool" && r.shape === sh.name)!;
-    const rate = (r: ProcessRun) => r.jobs / r.seconds;
+    const b = runs.filter((r) => r.system === "BullMQ" && r.shape === sh.name);
+    const s = runs.filter((r) => r.system === "Spool" && r.shape === sh.name);
+    const ratios = s.map((r, i) => rate(r) / rate(b[i]!));
     return [
       sh.label,
-      f1(rate(b)),
-      f1(rate(s)),
-      `**${f2(rate(s) / rate(b))}**`,
-      `**${us(s.serverCpuS, s.jobs)}**`,
-      us(s.workersCpuS, s.jobs),
-      us(b.workersCpuS, b.jobs),
-      us(b.redisCpuS, b.jobs),
+      f1(median(b.map(rate))),
+      f1(median(s.map(rate))),
+      `**${f2(median(ratios))}**`,
+      ratios.map(f2).join(", "),
+      `**${cpu(s, (r) => r.serverCpuS)}**`,
+      cpu(s, (r) => r.workersCpuS),
+      cpu(b, (r) => r.workersCpuS),
+      cpu(b, (r) => r.redisCpuS),
     ];
   });
   const head = [
@@ -28,12 +43,13 @@ export function printSideBySide(runs: ProcessRun[], shapes: { name: string; labe
     "BullMQ jobs/s",
     "Spool jobs/s",
     "Spool/BullMQ",
+    "ratio per round",
     "Spool server CPU µs/job",
     "Spool workers CPU µs/job",
     "BullMQ workers CPU µs/job",
     "redis-server CPU µs/job",
   ];
-  printTable(head, "lrrrrrrr", rows);
+  printTable(head, "lrrrlrrrr", rows);
   console.log("");
 }
 
