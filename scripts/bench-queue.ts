@@ -38,7 +38,7 @@ import { f1, f2, printLatency, printProfiles, printRatios, printThroughput, rate
 import { createQueueSession } from "./bench/queue-session.ts";
 import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
-import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
+import { bullProcesses, spoolProcesses, WARM_JOBS, type ProcessRun } from "./bench/queue-processes.ts";
 import { printBacklog, printSideBySide } from "./bench/queue-side-by-side.ts";
 import { payloadRuns, printPayload, type PayloadRun } from "./bench/queue-payload.ts";
 import type { Throughput } from "./bench/queue-timing.ts";
@@ -185,7 +185,7 @@ async function main(): Promise<void> {
   }
 
   if (sideBySide.length) {
-    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`);
+    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs timed after ${WARM_JOBS} untimed, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`);
     printSideBySide(sideBySide, processShapes);
   }
   if (backlog.length) {
