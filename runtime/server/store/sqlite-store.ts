@@ -151,6 +151,8 @@ export class SqliteStore implements Store {
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
+    // Nothing queued: no transaction, so a worker finding the queue empty costs no BEGIN/COMMIT.
+    if (this.#sql.index.of(endpointId).queue.size === 0) return [];
     return this.#tx((announce) => jobTransitions.claim(this.#sql, endpointId, workerId, max, now, announce));
   }
 
