@@ -145,7 +145,7 @@ describe("webhooks", () => {
       const policy = { executionTimeout: 600_000, lowPriority: false, ttl: 86_400_000 };
       await store.enqueue({ id: "job-1", endpointId: "echo", input: {}, policy, sync: false, webhook: receiver.url }, now);
       await store.claim("echo", "w1", 1, now);
-      await store.finish("w1", "job-1", { output: { done: true } }, [], now);
+      await store.finish("w1", "job-1", { output: { done: true } }, false, now);
       await store.close();
 
       const server = startServer({

@@ -127,8 +127,8 @@ describe("redis store, several servers on one prefix", () => {
       const off = b.events.on(topics.job("watched"), () => {});
       await b.get("ep", "watched", T0);
       await a.claim("ep", "w", 2, T0);
-      await a.finish("w", "quiet", { output: 1 }, [], T0);
-      await a.finish("w", "watched", { output: 1 }, [], T0);
+      await a.finish("w", "quiet", { output: 1 }, false, T0);
+      await a.finish("w", "watched", { output: 1 }, false, T0);
       off();
       await a.enqueue(newJob("m", { endpointId: "marker" }), T0); // one channel keeps its order
       await marker.promise;

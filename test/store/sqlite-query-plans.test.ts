@@ -30,14 +30,16 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health o
   let db: Database | undefined;
   try {
     for (let i = 0; i < 6; i++) await store.enqueue(newJob(`j${i}`, { webhook: "http://x/h", keyId: "k" }), T0);
+    await store.enqueue(newJob("long", { input: { text: "x".repeat(10_000) } }), T0); // kept beside its row
+    expect(JSON.stringify((await store.get("ep", "long", T0))?.input).length).toBeGreaterThan(10_000);
     await store.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
     await store.claim("ep", "w", 3, T0);
     await store.progress("w", "j0", { pct: 1 }, T0);
     await store.appendChunks("w", "j0", ["a"], T0);
     await store.readStream("ep", "j0", T0);
     await store.readChunks("ep", "j0", 0, T0);
-    await store.finish("w", "j0", { output: { ok: 1 } }, [], T0, 0.001);
-    await store.finish("w", "j1", { error: "boom" }, [], T0);
+    await store.finish("w", "j0", { output: { ok: 1 } }, false, T0, 0.001);
+    await store.finish("w", "j1", { error: "boom" }, false, T0);
     await store.get("ep", "j3", T0);
     await store.queuePosition("ep", "j4", T0);
     await store.setExpiry("ep", "j4", T0 + 100_000, T0);

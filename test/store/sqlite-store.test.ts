@@ -53,7 +53,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     s = SqliteStore.open(dir, { retention: RETENTION });
     expect((await s.readChunks("ep", "a", 0, T0))?.chunks).toEqual([{ v: 1 }]);
     expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["b", "c"]);
-    await s.finish("w", "b", { output: { v: 2 } }, [{ v: 2 }], T0);
+    await s.finish("w", "b", { output: { v: 2 } }, true, T0);
     expect((await s.readStream("ep", "b", T0))?.chunks).toEqual([{ v: 2 }]);
     expect((await s.readStream("ep", "b", T0))?.chunks).toEqual([]);
     await s.close();
@@ -94,4 +94,34 @@ test("sqlite: a write re-run after its group rolled back still records the worke
   expect([claimed.status, dup.status]).toEqual(["fulfilled", "rejected"]);
   expect((await s.scalingStats("ep", T0, 600_000)).workers).toMatchObject([{ id: "w", running: 1, lastActive: T0 }]);
   await s.close();
+});
+
+test("sqlite: a long input is kept beside the row, survives a restart, and goes with its job when it expires or is purged", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const T0 = 1_790_000_000_000;
+    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 10_000 };
+    const long = (n: number) => ({ data: String(n).repeat(5_000) });
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    for (const [id, ep] of [["a", "ep"], ["b", "ep"], ["c", "other"]] as const) await s.enqueue({ id, endpointId: ep, input: long(id.length), policy, sync: false }, T0);
+    await s.close();
+    const rows = (ids: string) => {
+      const db = new Database(join(dir, "spool.db"));
+      const n = db.query<{ n: number }, []>(`SELECT COUNT(*) AS n FROM job_inputs WHERE job_id IN (${ids})`).get()!.n;
+      const inline = db.query<{ n: number }, []>(`SELECT COUNT(*) AS n FROM jobs WHERE input = ''`).get()!.n;
+      db.close();
+      return [n, inline];
+    };
+    expect(rows("'a','b','c'")).toEqual([3, 3]);
+
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    expect((await s.claim("ep", "w", 1, T0))[0]?.input).toEqual(long(1));
+    expect(await s.purgeQueue("ep", T0)).toBe(1);
+    await s.sweep(T0 + 10_000, 60_000);
+    expect(await s.get("other", "c", T0 + 10_000)).toBeNull();
+    await s.close();
+    expect(rows("'a','b','c'")).toEqual([0, 0]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

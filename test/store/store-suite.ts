@@ -27,6 +27,21 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.get("ep", "a", T0 + 10_000)).toBeNull();
     }));
 
+    test("a long input comes back whole from take, get, retry and a webhook's job; a short one too", withStore(async (s) => {
+      const long = { prompt: "p".repeat(100_000), nested: { list: [1, "two", null], text: "é😀\n\"" } };
+      await s.enqueue(newJob("long", { input: long, webhook: "http://x/h" }), T0);
+      await s.enqueue(newJob("short"), T0);
+      expect((await s.get("ep", "long", T0))?.input).toEqual(long);
+      const taken = await s.claim("ep", "w", 2, T0);
+      expect(taken.map((j) => j.input)).toEqual([long, { id: "short" }]);
+      await s.finish("w", "long", { error: "boom" }, false, T0);
+      const delivery = (await s.takeDueDeliveries(T0, 1_000, 10)).find((d) => d.job.id === "long");
+      expect(delivery?.job.input).toEqual(long);
+      const retried = await s.retry("ep", "long", T0);
+      expect(retried.kind === "retried" && retried.job.input).toEqual(long);
+      expect((await s.claim("ep", "w", 1, T0))[0]?.input).toEqual(long);
+    }));
+
     test("claim hands out jobs oldest first, up to max, per endpoint, skipping expired ones", withStore(async (s) => {
       await s.enqueue(newJob("old", { policy: { ...policy, ttl: 10_000 } }), T0);
       for (const id of ["b", "c", "d"]) await s.enqueue(newJob(id), T0 + 1);
@@ -80,21 +95,38 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.appendChunks("w", "s", [null], T0);
       expect((await s.readStream("ep", "s", T0))!.chunks).toEqual([null]);
       expect((await s.readStream("ep", "s", T0))!.chunks).toEqual([]);
-      const done = await s.finish("w", "s", { output: ["a", { b: 1 }, null] }, ["ignored"], T0 + 5);
+      const done = await s.finish("w", "s", { output: ["a", { b: 1 }, null] }, true, T0 + 5);
       expect(done).toMatchObject({ status: "COMPLETED", output: ["a", { b: 1 }, null], completedAt: T0 + 5, expiresAt: T0 + 5 + RETENTION.asyncMs });
       expect((await s.readStream("ep", "s", T0 + 5))!.chunks).toEqual([]);
-      await s.finish("w", "p", { output: { whole: 1 } }, [{ whole: 1 }], T0 + 5);
+      await s.finish("w", "p", { output: { whole: 1 } }, true, T0 + 5);
       expect((await s.readStream("ep", "p", T0 + 5))!).toMatchObject({ job: { status: "COMPLETED" }, chunks: [{ whole: 1 }] });
+    }));
+
+    test("an output over 1 MB is its stream in pieces of at most 1 MB; an error or streamOutput false is none", withStore(async (s) => {
+      for (const id of ["big", "err", "quiet"]) await s.enqueue(newJob(id), T0);
+      await s.claim("ep", "w", 3, T0);
+      const big = { text: "é".repeat(700_000) }; // 1.4 MB of JSON
+      expect((await s.finish("w", "big", { output: big }, true, T0))?.output).toEqual(big);
+      const pieces = (await s.readChunks("ep", "big", 0, T0))!.chunks as string[];
+      expect(pieces.length).toBe(2);
+      expect(JSON.parse(pieces.join(""))).toEqual(big);
+      expect(pieces.every((p) => Buffer.byteLength(JSON.stringify(p)) <= 1_000_000)).toBe(true);
+      expect((await s.readChunks("ep", "big", 1, T0))!.chunks).toEqual([pieces[1]]);
+      expect((await s.readStream("ep", "big", T0))!.chunks).toEqual(pieces);
+      expect((await s.readStream("ep", "big", T0))!.chunks).toEqual([]);
+      await s.finish("w", "err", { error: "boom" }, true, T0);
+      await s.finish("w", "quiet", { output: 1 }, false, T0);
+      expect([(await s.readChunks("ep", "err", 0, T0))!.chunks, (await s.readChunks("ep", "quiet", 0, T0))!.chunks]).toEqual([[], []]);
     }));
 
     test("finish is idempotent and ignores other workers; an error fails the job; cost is charged once", withStore(async (s) => {
       await s.enqueue(newJob("f", { keyId: "k1", sync: true }), T0);
       await s.enqueue(newJob("g", { keyId: "k1" }), T0);
       await s.claim("ep", "w", 2, T0);
-      expect(await s.finish("other", "f", { output: 1 }, [], T0, 0.5)).toBeNull();
-      expect(await s.finish("w", "f", { output: 1 }, [], T0, 0.5)).toMatchObject({ status: "COMPLETED", output: 1, expiresAt: T0 + RETENTION.syncMs });
-      expect(await s.finish("w", "f", { output: 2 }, [], T0, 0.5)).toBeNull();
-      expect(await s.finish("w", "g", { error: "boom" }, [], T0, 0.25)).toMatchObject({ status: "FAILED", error: "boom" });
+      expect(await s.finish("other", "f", { output: 1 }, false, T0, 0.5)).toBeNull();
+      expect(await s.finish("w", "f", { output: 1 }, false, T0, 0.5)).toMatchObject({ status: "COMPLETED", output: 1, expiresAt: T0 + RETENTION.syncMs });
+      expect(await s.finish("w", "f", { output: 2 }, false, T0, 0.5)).toBeNull();
+      expect(await s.finish("w", "g", { error: "boom" }, false, T0, 0.25)).toMatchObject({ status: "FAILED", error: "boom" });
       expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 1, cost: 0.5 }]);
     }));
 
@@ -103,7 +135,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       const [r, f] = await s.claim("ep", "w", 2, T0);
       expect([r!.id, f!.id]).toEqual(["q", "r"]);
       await s.enqueue(newJob("later"), T0);
-      await s.finish("w", "r", { output: 1 }, [], T0);
+      await s.finish("w", "r", { output: 1 }, false, T0);
       expect((await s.cancel("ep", "q", T0))!.status).toBe("CANCELLED");
       expect(await s.takeStops("w")).toEqual(["q"]);
       expect(await s.takeStops("w")).toEqual([]);
@@ -119,7 +151,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.retry("ep", "nope", T0)).toEqual({ kind: "not-found" });
       await s.claim("ep", "w", 1, T0);
       await s.appendChunks("w", "r", ["x"], T0);
-      await s.finish("w", "r", { error: "e" }, [], T0);
+      await s.finish("w", "r", { error: "e" }, false, T0);
       const out = await s.retry("ep", "r", T0 + 10);
       expect(out.kind).toBe("retried");
       if (out.kind !== "retried") return;
@@ -177,7 +209,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
     test("recent filters by status, paging within the filter", withStore(async (s) => {
       for (const id of ["1", "2", "3", "4", "5"]) await s.enqueue(newJob(id), T0);
       await s.claim("ep", "w", 2, T0); // 1 and 2 run
-      await s.finish("w", "1", { output: 1 }, [], T0);
+      await s.finish("w", "1", { output: 1 }, false, T0);
       const queued = await s.recent("ep", T0, 2, undefined, "IN_QUEUE");
       expect(queued.jobs.map((j) => j.id)).toEqual(["5", "4"]);
       expect((await s.recent("ep", T0, 2, queued.next, "IN_QUEUE")).jobs.map((j) => j.id)).toEqual(["3"]);
@@ -244,7 +276,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.enqueue(newJob("h", { webhook: "http://127.0.0.1:9/h" }), T0);
       await s.enqueue(newJob("c", { webhook: "http://127.0.0.1:9/c" }), T0);
       await s.claim("ep", "w", 1, T0);
-      await s.finish("w", "h", { output: 1 }, [], T0);
+      await s.finish("w", "h", { output: 1 }, false, T0);
       await s.cancel("ep", "c", T0);
       const due = await s.takeDueDeliveries(T0, 15_000, 10);
       expect(due.map((d) => [d.url, d.job.id, d.job.status, d.attempts]).sort()).toEqual([
@@ -309,7 +341,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.cancel("ep", "d", T0 + 2);
       expect(await positions(["c", "d", "e", "f"])).toEqual([0, null, 1, 2]);
       // A failed job retried goes to the back of the queue.
-      await s.finish("w1", "a", { error: "boom" }, [], T0 + 3);
+      await s.finish("w1", "a", { error: "boom" }, false, T0 + 3);
       await s.retry("ep", "a", T0 + 4);
       expect(await positions(["a", "c", "e", "f"])).toEqual([3, 0, 1, 2]);
       // A job whose worker is lost is re-queued in its place, ahead of later ones.
@@ -331,8 +363,8 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.cancel("ep", "gone", T0);
       await s.claim("ep", "w", 4, T0); // short, q1, q2, run
       await s.cancel("ep", "q1", T0);
-      await s.finish("w", "q2", { output: 1 }, [], T0);
-      await s.finish("w", "short", { error: "x" }, [], T0);
+      await s.finish("w", "q2", { output: 1 }, false, T0);
+      await s.finish("w", "short", { error: "x" }, false, T0);
       expect(await jobs(T0)).toEqual({ completed: 1, failed: 1, inProgress: 1, inQueue: 2, retried: 0 });
       expect(await s.queueDepth("ep", T0)).toBe(2);
       await s.retry("ep", "short", T0 + 1);

@@ -243,8 +243,8 @@ export class JobService {
   }
 
   /** A worker's result; idempotent (a repeated or late post changes nothing). */
-  async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], cost?: number): Promise<StoredJob | null> {
-    const job = await this.#store.finish(workerId, jobId, result, finalChunks, this.#clock.now(), cost);
+  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, cost?: number): Promise<StoredJob | null> {
+    const job = await this.#store.finish(workerId, jobId, result, streamOutput, this.#clock.now(), cost);
     if (job) this.#events.emit({ type: "ended", job });
     return job;
   }

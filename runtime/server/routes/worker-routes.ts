@@ -71,11 +71,10 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
     }
     const isStream = c.req.query("isStream") === "true";
     if (body.error !== undefined && body.error !== null && body.error !== "") {
-      await deps.jobs.finish(workerId, jobId, { error: body.error }, []);
+      await deps.jobs.finish(workerId, jobId, { error: body.error }, false);
     } else {
-      // A handler that did not stream returns its output as one chunk (split past 1 MB).
-      const finalChunks = isStream || body.output === undefined ? [] : splitChunk(body.output);
-      await deps.jobs.finish(workerId, jobId, { output: body.output }, finalChunks, costOf(body.output));
+      // A handler that did not stream returns its output as its stream (one chunk, split past 1 MB).
+      await deps.jobs.finish(workerId, jobId, { output: body.output }, !isStream && body.output !== undefined, costOf(body.output));
     }
     // Idempotent: a repeated or late post changes nothing and is still answered 200, since
     // runpod-python drops a result on a 4xx.

@@ -176,11 +176,11 @@ export class SqliteStore implements Store {
     workerId: string,
     jobId: string,
     result: JobResult,
-    finalChunks: unknown[],
+    streamOutput: boolean,
     now: number,
     cost?: number,
   ): Promise<StoredJob | null> {
-    return this.#tx((announce) => jobTransitions.finish(this.#sql, workerId, jobId, result, finalChunks, now, cost, announce));
+    return this.#tx((announce) => jobTransitions.finish(this.#sql, workerId, jobId, result, streamOutput, now, cost, announce));
   }
 
   async cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {

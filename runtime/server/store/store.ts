@@ -172,10 +172,11 @@ export interface Store {
   readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null>;
   /**
    * Ends a running job with its result. Idempotent: returns null (and changes nothing) when the
-   * job is not IN_PROGRESS on `workerId`. `finalChunks` are appended when nothing was streamed.
+   * job is not IN_PROGRESS on `workerId`. With `streamOutput`, a job that streamed nothing gets its
+   * output as its stream: splitChunk(output), one chunk unless its JSON is over 1 MB.
    * A completed job's `cost` (US dollars) is added to its key's usage in the same step.
    */
-  finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null>;
+  finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null>;
   /** Jobs charged and their total cost, per API key and endpoint. */
   usage(): Promise<UsageRow[]>;
   /** Cancels a queued or running job (telling its worker); a finished job is returned unchanged. */

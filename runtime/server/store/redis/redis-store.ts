@@ -1,3 +1,4 @@
+import { splitChunk } from "../../stream-chunks.ts";
 import { RedisClient } from "bun";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
@@ -132,9 +133,10 @@ export class RedisStore implements Store {
     return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
   }
 
-  async finish(workerId: string, jobId: string, result: JobResult, finalChunks: unknown[], now: number, cost?: number): Promise<StoredJob | null> {
+  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
+    const finalChunks = streamOutput && !failed && payload !== undefined ? splitChunk(payload) : [];
     const r = await this.#scripts.run("finish", [
       now,
       workerId,

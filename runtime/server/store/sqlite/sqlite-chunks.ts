@@ -1,3 +1,5 @@
+import { LIMITS } from "../../../protocol/limits.ts";
+import { splitChunk } from "../../stream-chunks.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
@@ -7,10 +9,18 @@ export function insertChunks(s: SqliteContext, jobId: string, from: number, chun
   chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
 }
 
-/** The job's stream chunks from index `from` on: its output when that is its one chunk, else rows. */
+/** How many stream pieces an output makes (its JSON text given): one unless that is over 1 MB. */
+export function outputPieces(output: unknown, text: string): number {
+  return Buffer.byteLength(text) <= LIMITS.streamChunkBytes ? 1 : splitChunk(output).length;
+}
+
+/** The job's stream chunks from index `from` on: pieces of its output when that is its stream, else rows. */
 export function chunksOf(s: SqliteContext, row: JobRow, from: number): unknown[] {
-  if (row.output_chunk === 1) return from <= 0 && row.output !== null ? [JSON.parse(row.output)] : [];
   if (from >= row.chunk_count) return [];
+  if (row.output_chunk === 1) {
+    const output: unknown = row.output === null ? null : JSON.parse(row.output);
+    return (row.chunk_count === 1 ? [output] : splitChunk(output)).slice(Math.max(0, from));
+  }
   return s.db
     .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
     .all(row.id, from)

@@ -5,6 +5,12 @@ import type { JobRow } from "./sqlite-schema.ts";
 import { toJob } from "./sqlite-job-row.ts";
 import { JobIndex } from "./sqlite-job-index.ts";
 
+/**
+ * Inputs whose JSON is longer than this are kept in job_inputs rather than in the job's row, so
+ * that the job's changes of status do not write them again (SQLite rewrites a row whose size changes).
+ */
+export const INPUT_APART_CHARS = 2048;
+
 /** Collects a topic to announce once the transaction commits. */
 export type Announce = (topic: string) => void;
 
@@ -35,6 +41,28 @@ export class SqliteContext {
   /** How long a job is kept once it reaches a final state. */
   retentionOf(row: { sync: number }): number {
     return row.sync === 1 ? this.#retention.syncMs : this.#retention.asyncMs;
+  }
+
+  /** A row of `jobs` as a StoredJob (an input kept apart is read when first used). */
+  job(row: JobRow): StoredJob {
+    return toJob(row, this.#inputApart);
+  }
+
+  readonly #inputApart = (jobId: string): string =>
+    this.db.query<{ input: string }, [string]>("SELECT input FROM job_inputs WHERE job_id = ?").get(jobId)?.input ?? "null";
+
+  /** The input as the job's row keeps it: its JSON, or '' with the JSON in job_inputs when it is long. */
+  storeInput(jobId: string, input: unknown): string {
+    const text = JSON.stringify(input);
+    if (text.length <= INPUT_APART_CHARS) return text;
+    this.db.query("INSERT INTO job_inputs (job_id, input) VALUES (?, ?)").run(jobId, text);
+    return "";
+  }
+
+  /** Removes what a deleted job kept beside its row. */
+  forgetJob(jobId: string): void {
+    this.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
+    this.db.query("DELETE FROM job_inputs WHERE job_id = ?").run(jobId);
   }
 
   /** The job's row if it belongs to the endpoint and has not expired. */
@@ -76,7 +104,7 @@ export class SqliteContext {
 
   /** Records the webhook call owed for a job that just reached a final state (its id, or its row as updated). */
   owe(job: string | JobRow, now: number, announce: Announce): StoredJob {
-    const stored = toJob(typeof job === "string" ? this.rowById(job) : job);
+    const stored = this.job(typeof job === "string" ? this.rowById(job) : job);
     if (stored.webhook) {
       this.db
         .query("INSERT INTO webhook_deliveries (id, job_id, url, job, attempts, next_at) VALUES (?, ?, ?, ?, 0, ?)")

@@ -115,7 +115,7 @@ export const duties = {
     for (const j of expired) {
       if (j.status === "IN_QUEUE") s.index.unqueued(j.endpoint, j.seq, null);
       else s.index.move(j.endpoint, j.status as JobStatus, null);
-      s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(j.id);
+      s.forgetJob(j.id);
       if (j.status === "IN_PROGRESS") s.stop(j.worker_id, j.id, announce);
       announce(topics.job(j.id));
     }

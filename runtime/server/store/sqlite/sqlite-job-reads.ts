@@ -2,7 +2,7 @@ import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { ScalingStats, StoredJob, StreamRead, UsageRow } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
-import { opt, toJob } from "./sqlite-job-row.ts";
+import { opt } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { chunksOf } from "./sqlite-chunks.ts";
 
@@ -10,13 +10,13 @@ import { chunksOf } from "./sqlite-chunks.ts";
 export const jobReads = {
   get(s: SqliteContext, endpointId: string, jobId: string, now: number): StoredJob | null {
     const row = s.liveRow(endpointId, jobId, now);
-    return row && toJob(row);
+    return row && s.job(row);
   },
 
   readChunks(s: SqliteContext, endpointId: string, jobId: string, from: number, now: number): StreamRead | null {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return null;
-    return { job: toJob(row), chunks: chunksOf(s, row, from) };
+    return { job: s.job(row), chunks: chunksOf(s, row, from) };
   },
 
   health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {
@@ -60,7 +60,7 @@ export const jobReads = {
           .all(endpointId, now, cursor, limit + 1);
     const page = rows.slice(0, limit);
     const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
-    return { jobs: page.map(toJob), next };
+    return { jobs: page.map((r) => s.job(r)), next };
   },
 
   usage(s: SqliteContext): UsageRow[] {

@@ -8,13 +8,16 @@ const parse = (s: string | null): unknown => (s === null ? undefined : JSON.pars
 /** A nullable column as an optional field. */
 export const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
 
-/** A row of `jobs` as a StoredJob. */
-export function toJob(r: JobRow): StoredJob {
-  return {
+/**
+ * A row of `jobs` as a StoredJob. An input kept apart (the row's input is '') is read through
+ * `inputApart` when first used: a status read or a result never loads it.
+ */
+export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJob {
+  const job: StoredJob = {
     id: r.id,
     endpointId: r.endpoint,
     status: r.status as JobStatus,
-    input: JSON.parse(r.input),
+    input: r.input === "" ? {} : JSON.parse(r.input), // apart: replaced by a getter below
     webhook: opt(r.webhook),
     policy: JSON.parse(r.policy),
     s3Config: parse(r.s3_config) as StoredJob["s3Config"],
@@ -33,4 +36,13 @@ export function toJob(r: JobRow): StoredJob {
     losses: r.losses,
     retries: r.retries,
   };
+  if (r.input === "") {
+    let input: StoredJob["input"] | undefined;
+    Object.defineProperty(job, "input", {
+      enumerable: true,
+      configurable: true,
+      get: () => (input ??= JSON.parse(inputApart(r.id)) as StoredJob["input"]),
+    });
+  }
+  return job;
 }

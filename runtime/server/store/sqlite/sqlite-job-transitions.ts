@@ -2,10 +2,10 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
 import type { JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
-import { json, toJob } from "./sqlite-job-row.ts";
+import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
-import { appendChunkRows, chunksOf, insertChunks } from "./sqlite-chunks.ts";
+import { appendChunkRows, chunksOf, outputPieces } from "./sqlite-chunks.ts";
 
 /**
  * The changes a job goes through, from enqueue to a final state, as SQL on the embedded store.
@@ -31,7 +31,7 @@ export const jobTransitions = {
         endpoint: job.endpointId,
         status: takenBy === undefined ? "IN_QUEUE" : "IN_PROGRESS",
         seq,
-        input: JSON.stringify(job.input),
+        input: s.storeInput(job.id, job.input),
         webhook: job.webhook ?? null,
         policy: JSON.stringify(job.policy),
         s3: json(job.s3Config),
@@ -80,7 +80,7 @@ export const jobTransitions = {
     if (!row) return null;
     const queued = row.status === "IN_QUEUE" ? s.index.of(endpointId).queue.get(row.seq) : undefined;
     if (queued) queued.expiresAt = expiresAt;
-    return toJob(row);
+    return s.job(row);
   },
 
   claim(s: SqliteContext, endpointId: string, workerId: string, max: number, now: number, announce: Announce): StoredJob[] {
@@ -105,7 +105,7 @@ export const jobTransitions = {
       }
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
       announce(topics.job(row.id));
-      jobs.push(toJob(row));
+      jobs.push(s.job(row));
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
@@ -136,7 +136,7 @@ export const jobTransitions = {
     if (!row) return null;
     const chunks = chunksOf(s, row, row.chunks_read);
     if (chunks.length) s.db.query("UPDATE jobs SET chunks_read = chunk_count WHERE id = ?").run(jobId);
-    return { job: toJob(row), chunks };
+    return { job: s.job(row), chunks };
   },
 
   finish(
@@ -144,50 +144,38 @@ export const jobTransitions = {
     workerId: string,
     jobId: string,
     result: JobResult,
-    finalChunks: unknown[],
+    streamOutput: boolean,
     now: number,
     cost: number | undefined,
     announce: Announce,
   ): StoredJob | null {
     const failed = "error" in result;
-    // The usual result is its own single chunk: then the output column is that chunk (output_chunk
-    // = 1), not a second copy in stream_chunks. Several chunks (an output past 1 MB) are rows.
-    const single = finalChunks.length === 1 && !failed && finalChunks[0] === result.output;
-    let streamed = 0;
-    if (finalChunks.length && !single) {
-      const held = s.db
-        .query<Pick<JobRow, "chunk_count">, [string, string, number]>(
-          "SELECT chunk_count FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
-        )
-        .get(jobId, workerId, now);
-      if (!held) return null;
-      streamed = held.chunk_count;
-    }
-    // One statement checks that the worker still holds the job and ends it; chunks arrive only
-    // when nothing was streamed (chunk_count = 0 before).
+    const output = "error" in result ? null : json(result.output);
+    // A job that streamed nothing has its output as its stream: the pieces are read from the
+    // output column (output_chunk = 1), never written a second time as stream_chunks rows.
+    const pieces = streamOutput && output !== null && !("error" in result) ? outputPieces(result.output, output) : 0;
+    // One statement checks that the worker still holds the job and ends it.
     const row = s.db
-      .query<JobRow, [string, string | null, string | null, number, number, number, number, number, string, string]>(
+      .query<JobRow, [string, string | null, string | null, number, number, number, number, string, string]>(
         `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL,
            expires_at = ?4 + CASE sync WHEN 1 THEN ?5 ELSE ?6 END,
-           output_chunk = CASE WHEN chunk_count = 0 AND ?8 = 1 THEN 1 ELSE 0 END,
+           output_chunk = CASE WHEN chunk_count = 0 AND ?7 > 0 THEN 1 ELSE 0 END,
            chunk_count = CASE WHEN chunk_count = 0 THEN ?7 ELSE chunk_count END
-         WHERE id = ?9 AND worker_id = ?10 AND status = 'IN_PROGRESS' AND expires_at > ?4 RETURNING *`,
+         WHERE id = ?8 AND worker_id = ?9 AND status = 'IN_PROGRESS' AND expires_at > ?4 RETURNING *`,
       )
       .get(
         failed ? "FAILED" : "COMPLETED",
-        failed ? null : json(result.output),
+        output,
         failed ? json(result.error) : null,
         now,
         s.retentionOf({ sync: 1 }),
         s.retentionOf({ sync: 0 }),
-        finalChunks.length,
-        single ? 1 : 0,
+        pieces,
         jobId,
         workerId,
       );
     if (!row) return null;
     s.index.move(row.endpoint, "IN_PROGRESS", failed ? "FAILED" : "COMPLETED");
-    if (finalChunks.length && !single && streamed === 0) insertChunks(s, jobId, 0, finalChunks);
     s.workerActive(workerId, now);
     s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
     if (!failed && cost !== undefined && row.key_id) {
@@ -205,7 +193,7 @@ export const jobTransitions = {
   cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): StoredJob | null {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return null;
-    if (row.status !== "IN_QUEUE" && row.status !== "IN_PROGRESS") return toJob(row);
+    if (row.status !== "IN_QUEUE" && row.status !== "IN_PROGRESS") return s.job(row);
     s.db
       .query(
         `UPDATE jobs SET status = 'CANCELLED', completed_at = ?, deadline = NULL, progress = NULL, expires_at = ?
@@ -245,7 +233,7 @@ export const jobTransitions = {
       .run(endpointId);
     announce(topics.queue(endpointId));
     announce(topics.job(jobId));
-    return { kind: "retried", job: toJob(s.rowById(jobId)) } as const;
+    return { kind: "retried", job: s.job(s.rowById(jobId)) } as const;
   },
 
   purgeQueue(s: SqliteContext, endpointId: string, now: number, announce: Announce): number {
@@ -254,6 +242,7 @@ export const jobTransitions = {
       .all(endpointId, now);
     for (const { id, seq } of rows) {
       s.index.unqueued(endpointId, seq, null);
+      s.forgetJob(id);
       announce(topics.job(id));
     }
     return rows.length;

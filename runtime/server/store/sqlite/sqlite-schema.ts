@@ -32,6 +32,12 @@ CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
 CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
 CREATE INDEX IF NOT EXISTS jobs_worker_running ON jobs(worker_id) WHERE status = 'IN_PROGRESS';
+-- Inputs past INPUT_APART_CHARS, kept out of the job's row (whose input is then ''): SQLite writes
+-- a whole row again when one of its columns changes size, which every change of status does.
+CREATE TABLE IF NOT EXISTS job_inputs (
+  job_id TEXT PRIMARY KEY,
+  input TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS stream_chunks (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -125,6 +131,6 @@ export interface JobRow {
   retries: number;
   chunk_count: number;
   chunks_read: number;
-  /** 1: the job's one stream chunk is its output column (no stream_chunks row). */
+  /** 1: the job's stream is its output column, split as splitChunk does (no stream_chunks rows). */
   output_chunk: number;
 }
