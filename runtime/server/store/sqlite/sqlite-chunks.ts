@@ -3,7 +3,10 @@ import { splitChunk } from "../../stream-chunks.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
-/** A job's stream chunks on the embedded store: rows of stream_chunks, or its output as its one chunk. */
+// A job's stream on the embedded store: rows of stream_chunks, or (output_chunk = 1) its output
+// column read in pieces as splitChunk cuts it.
+
+/** Inserts stream chunks as rows, numbered from `from`. */
 export function insertChunks(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
   const insert = s.db.query("INSERT INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
   chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
