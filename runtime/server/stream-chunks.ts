@@ -1,6 +1,6 @@
 import { LIMITS } from "../protocol/limits.ts";
 
-const size = (v: unknown) => Buffer.byteLength(JSON.stringify(v) ?? "null");
+const size = (v: unknown, json?: string) => Buffer.byteLength(json ?? JSON.stringify(v) ?? "null");
 
 /** UTF-8 bytes of one UTF-16 unit (not part of a surrogate pair) as JSON.stringify writes it inside quotes. */
 function escapedBytes(code: number): number {
@@ -40,10 +40,11 @@ function splitString(s: string, max: number): string[] {
 /**
  * Splits one stream chunk whose JSON is over the 1 MB limit: an array into consecutive
  * sub-arrays, a string into substrings, anything else into pieces of its JSON text.
- * Concatenating the pieces (arrays or strings) gives back the original.
+ * Concatenating the pieces (arrays or strings) gives back the original. `json`: the chunk's
+ * JSON text when the caller has it already (it is not written again to measure it).
  */
-export function splitChunk(chunk: unknown, max: number = LIMITS.streamChunkBytes): unknown[] {
-  if (size(chunk) <= max) return [chunk];
+export function splitChunk(chunk: unknown, max: number = LIMITS.streamChunkBytes, json?: string): unknown[] {
+  if (size(chunk, json) <= max) return [chunk];
   if (typeof chunk === "string") return splitString(chunk, max - 2); // JSON quotes
   if (Array.isArray(chunk)) {
     const out: unknown[] = [];
@@ -69,5 +70,5 @@ export function splitChunk(chunk: unknown, max: number = LIMITS.streamChunkBytes
     if (part.length) out.push(part);
     return out;
   }
-  return splitString(JSON.stringify(chunk), max - 2);
+  return splitString(json ?? JSON.stringify(chunk), max - 2);
 }

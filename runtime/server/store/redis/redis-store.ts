@@ -136,13 +136,14 @@ export class RedisStore implements Store {
   async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
-    const finalChunks = streamOutput && !failed && payload !== undefined ? splitChunk(payload) : [];
+    const text = payload === undefined ? "" : JSON.stringify(payload);
+    const finalChunks = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text) : [];
     const r = await this.#scripts.run("finish", [
       now,
       workerId,
       jobId,
       failed ? "error" : "output",
-      payload === undefined ? "" : JSON.stringify(payload),
+      text,
       JSON.stringify(finalChunks.map((c) => JSON.stringify(c ?? null))),
       costE10(cost),
     ]);

@@ -1,4 +1,3 @@
-import { LIMITS } from "../../../protocol/limits.ts";
 import { splitChunk } from "../../stream-chunks.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import type { JobRow } from "./sqlite-schema.ts";
@@ -10,11 +9,6 @@ import type { JobRow } from "./sqlite-schema.ts";
 export function insertChunks(s: SqliteContext, jobId: string, from: number, chunks: unknown[]): void {
   const insert = s.db.query("INSERT INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
   chunks.forEach((c, i) => insert.run(jobId, from + i, JSON.stringify(c ?? null)));
-}
-
-/** How many stream pieces an output makes (its JSON text given): one unless that is over 1 MB. */
-export function outputPieces(output: unknown, text: string): number {
-  return Buffer.byteLength(text) <= LIMITS.streamChunkBytes ? 1 : splitChunk(output).length;
 }
 
 /** The job's stream chunks from index `from` on: pieces of its output when that is its stream, else rows. */

@@ -5,7 +5,8 @@ import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
-import { appendChunkRows, chunksOf, outputPieces } from "./sqlite-chunks.ts";
+import { appendChunkRows, chunksOf } from "./sqlite-chunks.ts";
+import { splitChunk } from "../../stream-chunks.ts";
 
 /**
  * The changes a job goes through, from enqueue to a final state, as SQL on the embedded store.
@@ -153,7 +154,7 @@ export const jobTransitions = {
     const output = "error" in result ? null : json(result.output);
     // A job that streamed nothing has its output as its stream: the pieces are read from the
     // output column (output_chunk = 1), never written a second time as stream_chunks rows.
-    const pieces = streamOutput && output !== null && !("error" in result) ? outputPieces(result.output, output) : 0;
+    const pieces = streamOutput && output !== null && !("error" in result) ? splitChunk(result.output, undefined, output).length : 0;
     // One statement checks that the worker still holds the job and ends it.
     const row = s.db
       .query<JobRow, [string, string | null, string | null, number, number, number, number, string, string]>(
