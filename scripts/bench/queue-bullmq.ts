@@ -1,6 +1,6 @@
 import { Queue, Worker } from "bullmq";
 import type { QueueSession } from "./queue-session.ts";
-import { countdown, timeJobs, type Probe, type Throughput } from "./queue-timing.ts";
+import { countdown, timeJobs, WARM_UP_JOBS, type Probe, type Throughput } from "./queue-timing.ts";
 
 /**
  * The same job flow through BullMQ on the session's redis-server: `workers` Workers (in this
@@ -18,7 +18,8 @@ export async function bullThroughput(
   const queue = new Queue(name, { connection });
   const ws: Worker[] = [];
   try {
-    const allDone = countdown(jobs);
+    const warm = WARM_UP_JOBS;
+    const allDone = countdown(warm + jobs);
     for (let i = 0; i < s.workers; i++) {
       const w = new Worker(name, async () => ({ ok: true }), { connection, concurrency: s.concurrency });
       w.on("completed", allDone.tick);
@@ -27,11 +28,11 @@ export async function bullThroughput(
       ws.push(w);
     }
     await Promise.all([queue.waitUntilReady(), ...ws.map((w) => w.waitUntilReady())]);
-    const timing = await timeJobs(session, { jobs, serverPids: [], probe: s.probe, allDone, submit: (_, i) => queue.add("noop", { i }) });
+    const timing = await timeJobs(session, { jobs, warm, serverPids: [], probe: s.probe, allDone, submit: (_, i) => queue.add("noop", { i }) });
 
     const counts = await queue.getJobCounts("completed", "failed", "waiting", "active", "delayed");
-    if (counts.completed !== jobs || counts.failed || counts.waiting || counts.active || counts.delayed) {
-      throw new Error(`${s.label}: expected ${jobs} completed, BullMQ counts ${JSON.stringify(counts)}`);
+    if (counts.completed !== warm + jobs || counts.failed || counts.waiting || counts.active || counts.delayed) {
+      throw new Error(`${s.label}: expected ${warm + jobs} completed, BullMQ counts ${JSON.stringify(counts)}`);
     }
     return { label: s.label, shape: s.shape, system: "BullMQ", servers: 0, workers: s.workers, jobs, ...timing };
   } finally {

@@ -53,7 +53,8 @@ async function startMonitor(redis: RedisProcess): Promise<{ monitor: CommandCoun
         seen.get(arg1)?.();
         continue;
       }
-      if (!counting) continue;
+      // INFO is the benchmark's own reading of CPU and command counts (Spool never sends it).
+      if (!counting || cmd === "INFO") continue;
       if (from === "lua") add(inScripts, cmd);
       else if (cmd === "EVALSHA") add(topLevel, `EVALSHA ${names.get(arg1 ?? "") ?? "sha " + (arg1 ?? "").slice(0, 8)}`);
       else add(topLevel, cmd);

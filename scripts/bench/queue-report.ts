@@ -55,9 +55,9 @@ function breakdown(m: Map<string, number>, jobs: number): string {
   const total = [...m.values()].reduce((a, b) => a + b, 0);
   const parts = [...m.entries()]
     .sort((a, b) => b[1] - a[1])
-    .filter(([, n]) => n / jobs >= 0.05)
+    .filter(([, n]) => n / jobs >= 0.01)
     .map(([k, n]) => `${k} ${f2(n / jobs)}`);
-  return `**${f1(total / jobs)}**${parts.length ? ` (${parts.join(", ")})` : ""}`;
+  return `**${f2(total / jobs)}**${parts.length ? ` (${parts.join(", ")})` : ""}`;
 }
 
 /** Redis commands per job under MONITOR, round trips and inside Lua, with the main commands. */

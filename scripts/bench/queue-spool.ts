@@ -1,6 +1,6 @@
 import { queueClient, startWorkers } from "./queue-client.ts";
 import type { QueueSession } from "./queue-session.ts";
-import { countdown, timeJobs, type Probe, type Throughput } from "./queue-timing.ts";
+import { countdown, timeJobs, WARM_UP_JOBS, type Probe, type Throughput } from "./queue-timing.ts";
 import type { SpoolProcess } from "./spool-process.ts";
 import { summarize } from "./stats.ts";
 
@@ -32,11 +32,13 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     }
     const clients = servers.map(queueClient);
     const stop = new AbortController();
-    const allDone = countdown(jobs);
+    const warm = WARM_UP_JOBS;
+    const allDone = countdown(warm + jobs);
     const workersDone = startWorkers(clients, s.workers, s.size, stop.signal, allDone.tick);
     workersDone.catch(allDone.fail);
     const timing = await timeJobs(session, {
       jobs,
+      warm,
       serverPids: servers.map((x) => x.proc.pid),
       probe: s.probe,
       allDone,
@@ -47,8 +49,8 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
 
     // Asked of the last server: on Redis, any server answers for jobs taken through another.
     const h = await clients[clients.length - 1]!.health();
-    if (h.jobs.completed !== jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
-      throw new Error(`${s.label}: expected ${jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
+    if (h.jobs.completed !== warm + jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
+      throw new Error(`${s.label}: expected ${warm + jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
     return { label: s.label, shape: s.shape ?? s.name, system: "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
   } finally {

@@ -58,49 +58,79 @@ async function readings(session: QueueSession, serverPids: number[]) {
   };
 }
 
-/** A promise of the time the n-th job finished; tick() per job, fail() on the first error. */
+/** Jobs run through a system, untimed, before the timed ones (JIT tiers, connection pools, reservations). */
+export const WARM_UP_JOBS = 1000;
+
+/**
+ * A promise of the time the n-th job finished; tick() per job, fail() on the first error;
+ * reached(k) settles once k jobs finished (or on the first error).
+ */
 export function countdown(n: number) {
   let done = 0;
+  let failure: { e: unknown } | undefined;
   const all = Promise.withResolvers<number>();
   all.promise.catch(() => {}); // awaited later; a failure before then is not unhandled
+  const waits: { k: number; resolve: () => void; reject: (e: unknown) => void }[] = [];
   return {
     promise: all.promise,
     tick: () => {
-      if (++done === n) all.resolve(performance.now());
+      done++;
+      for (const w of waits.filter((w) => w.k === done)) w.resolve();
+      if (done === n) all.resolve(performance.now());
     },
-    fail: (e: unknown) => all.reject(e),
+    fail: (e: unknown) => {
+      failure ??= { e };
+      all.reject(e);
+      for (const w of waits) w.reject(e);
+    },
+    reached: (k: number) =>
+      new Promise<void>((resolve, reject) => {
+        if (failure) reject(failure.e);
+        else if (done >= k) resolve();
+        else waits.push({ k, resolve, reject });
+      }),
   };
+}
+
+/** Runs submissions `from` to `to` - 1 through the session's submit loops; resolves when all were answered. */
+async function submitAll(session: QueueSession, from: number, to: number, submit: (loop: number, i: number) => Promise<unknown>): Promise<void> {
+  let next = from;
+  await Promise.all(
+    Array.from({ length: Math.min(session.settings.clients, to - from) }, async (_, k) => {
+      while (next < to) await submit(k, next++);
+    }),
+  );
 }
 
 /**
  * Times `jobs` submissions through `clients` loops of `submit(loop, i)`, the workers already
- * started: lets them park on their first (empty) take, runs the probe's begin, and times from
- * the first submission to `allDone` with CPU and Redis readings around the window.
+ * started: lets them park on their first (empty) take, runs `warm` jobs untimed (allDone counts
+ * warm + jobs), runs the probe's begin, and times from the first timed submission to `allDone`
+ * with CPU and Redis readings around the window.
  */
 export async function timeJobs(
   session: QueueSession,
   opts: {
     jobs: number;
+    warm: number;
     serverPids: number[];
     probe?: Probe;
     allDone: ReturnType<typeof countdown>;
     submit: (loop: number, i: number) => Promise<unknown>;
   },
 ): Promise<Timing> {
-  const { jobs, allDone } = opts;
+  const { jobs, warm, allDone } = opts;
   await Bun.sleep(200);
+  if (warm > 0) {
+    await submitAll(session, 0, warm, opts.submit);
+    await allDone.reached(warm);
+    await Bun.sleep(100); // the workers park again
+  }
   await opts.probe?.begin();
 
   const r0 = await readings(session, opts.serverPids);
   const start = performance.now();
-  let next = 0;
-  const submitters = Array.from({ length: Math.min(session.settings.clients, jobs) }, async (_, k) => {
-    while (next < jobs) {
-      const i = next++;
-      await opts.submit(k, i);
-    }
-  });
-  const submitted = Promise.all(submitters).then(() => performance.now());
+  const submitted = submitAll(session, warm, warm + jobs, opts.submit).then(() => performance.now());
   submitted.catch(allDone.fail);
   const [end, submitEnd] = await Promise.all([allDone.promise, submitted]);
   const r1 = await readings(session, opts.serverPids);

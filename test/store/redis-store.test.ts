@@ -1,4 +1,7 @@
 import { describe, expect, test } from "bun:test";
+import { ReservedAdmission } from "../../runtime/server/store/redis/redis-admission.ts";
+import { redisReservations } from "../../runtime/server/store/redis/redis-reservations.ts";
+import { RedisScripts } from "../../runtime/server/store/redis/redis-scripts.ts";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
 import { topics } from "../../runtime/server/store/store-events.ts";
 import type { NewJob } from "../../runtime/server/store/store.ts";
@@ -109,6 +112,81 @@ describe("redis store, several servers on one prefix", () => {
       expect(both.map((a) => a.ok)).toEqual([true, true]);
     } finally {
       await s.close();
+    }
+  });
+
+  test("admission: a steady stream of requests asks Redis for window tokens a few times a second, at 100 or 2000 requests/s", async () => {
+    const client = new Bun.RedisClient(await redisUrl());
+    try {
+      for (const [perSecond, seconds, most] of [[100, 4, 25], [2_000, 2, 30]] as const) {
+        const p = prefix();
+        const backend = redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+        let asked = 0;
+        const admission = new ReservedAdmission({ ...backend, reserve: (r) => (asked++, backend.reserve(r)) });
+        const windowMs = 60_000;
+        const start = T0 - (T0 % windowMs);
+        const n = perSecond * seconds;
+        for (let i = 0; i < n; i++) {
+          const a = await admission.admit("ep:run", { requests: 1_000_000 }, windowMs, start + Math.floor((i * 1_000) / perSecond));
+          expect(a.ok).toBe(true);
+        }
+        // Every admission is counted in Redis (reserved tokens include the ones still held).
+        expect(Number(await client.send("GET", [`${p}rl:ep:run:${start}`]))).toBeGreaterThanOrEqual(n);
+        // The chunk grows to about a quarter of a second of requests, at most 256 (32 at 100/s): a
+        // few reservations while it grows, then one per chunk.
+        expect({ perSecond, asked: Math.min(asked, most) }).toEqual({ perSecond, asked });
+        await admission.close();
+      }
+    } finally {
+      client.close();
+    }
+  });
+
+  test("admission: requests arriving together on a fresh server share its reservations instead of each asking Redis", async () => {
+    const client = new Bun.RedisClient(await redisUrl());
+    const p = prefix();
+    const backend = redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+    let asked = 0;
+    const admission = new ReservedAdmission({ ...backend, reserve: (r) => (asked++, backend.reserve(r)) });
+    try {
+      const all = await Promise.all(Array.from({ length: 16 }, () => admission.admit("ep:run", { requests: 1_000_000, concurrent: 200 }, 60_000, T0)));
+      expect(all.every((a) => a.ok)).toBe(true);
+      // One reservation in flight at a time, each twice the last: 1 + 2 + 4 + 8 + 16 covers 16.
+      expect(asked).toBeLessThanOrEqual(5);
+      // Redis holds no more slots for this server than those reservations asked for.
+      expect(Number(await client.send("ZCARD", [`${p}rc:ep:run`]))).toBeLessThanOrEqual(31);
+    } finally {
+      await admission.close();
+      client.close();
+    }
+  });
+
+  test("admission: concurrent slots a server went back and forth over stay with it for KEEP_PERIODS trims, then go back", async () => {
+    const client = new Bun.RedisClient(await redisUrl());
+    const p = prefix();
+    const backend = () => redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+    const [a, b] = [new ReservedAdmission(backend(), 10), new ReservedAdmission(backend(), 10)];
+    const limit = { requests: 1_000, concurrent: 4 };
+    const admit = (s: ReservedAdmission) => s.admit("ep:run", limit, 60_000, T0);
+    try {
+      const held = await Promise.all([admit(a), admit(a), admit(a), admit(a)]);
+      expect(held.every((h) => h.ok)).toBe(true);
+      for (const h of held) if (h.ok) await h.release();
+      // A trims every 10 ms here: after several trims it still holds all four (used within its last 20 periods).
+      await Bun.sleep(60);
+      expect((await admit(b)).ok).toBe(false);
+      // Once 20 periods passed without them, they go back and b admits.
+      let ok = false;
+      for (let i = 0; i < 1_000 && !ok; i++) {
+        await Bun.sleep(2);
+        const r = await admit(b);
+        ok = r.ok;
+        if (r.ok) await r.release();
+      }
+      expect(ok).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      client.close();
     }
   });
 

@@ -1,11 +1,23 @@
 import type { Admission, RequestLimit } from "../store.ts";
 
-/** Reservations double while they run out this fast (store clock), up to an eighth of the limit. */
-const BURST_MS = 50;
+/**
+ * Window tokens are reserved in chunks that double while a chunk runs out within TOKENS_GROW_MS
+ * (store clock) and halve once one lasted TOKENS_SHRINK_MS or longer, up to an eighth of the
+ * limit: a steady stream asks Redis a few times a second at most, whatever its rate.
+ */
+const TOKENS_GROW_MS = 250;
+const TOKENS_SHRINK_MS = 2_000;
+/** Concurrent slots double while they run out this fast, and halve otherwise. */
+const SLOTS_BURST_MS = 50;
 const MAX_TOKENS = 256;
 const MAX_SLOTS = 64;
-/** Slots held and not used for this long (real time) go back to the other servers. */
+/**
+ * Every TRIM_MS a server gives back the slots it holds beyond the most it had in use at once in
+ * the last KEEP_PERIODS of these periods (one second): a steady load keeps the slots it goes
+ * back and forth over, and what a burst took returns to the other servers a second later.
+ */
 const TRIM_MS = 50;
+const KEEP_PERIODS = 20;
 /** Held slots are re-stamped this often, so that the ten-minute clean-up of a dead server's slots spares them. */
 const REFRESH_MS = 60_000;
 
@@ -44,20 +56,32 @@ interface Bucket {
   inUse: number;
   /** Most slots in use since the last trim. */
   peak: number;
+  /** The peaks of the last KEEP_PERIODS trims. */
+  peaks: number[];
   tokenChunk: number;
   slotChunk: number;
-  lastReserveAt: number;
+  lastTokensAt: number;
+  lastSlotsAt: number;
   lastNow: number;
   refreshedAt: number;
+  /** The reservation in flight, if any. */
+  pending?: Promise<Reservation>;
+}
+
+/** What Redis refused outright to a reservation. */
+interface Reservation {
+  tokensRefused: boolean;
+  slotsRefused: boolean;
+  retryAfterSeconds: number;
 }
 
 /**
  * Request admission for several servers sharing one Redis, counted there without a round trip
  * per request: a server reserves window tokens and concurrent slots in Redis in small chunks
- * (one at first, doubling while it uses them up quickly, halving when it does not) and admits locally while it holds some.
+ * (one at first, growing while it uses them up quickly, shrinking when it does not) and admits locally while it holds some.
  * Redis's counts include what servers reserved, so the limits are never exceeded across servers;
  * a server may refuse slightly early while another holds reserved tokens or slots (slots unused
- * for TRIM_MS go back). One server alone is exact: its refusal needs every token or slot used.
+ * for a second go back). One server alone is exact: its refusal needs every token or slot used.
  */
 export class ReservedAdmission {
   readonly #buckets = new Map<string, Bucket>();
@@ -66,14 +90,18 @@ export class ReservedAdmission {
   #nextSlot = 0;
   #trimTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(backend: ReservationBackend) {
+  readonly #trimMs: number;
+
+  /** `trimMs`: the trim period (TRIM_MS; tests shorten it). */
+  constructor(backend: ReservationBackend, trimMs = TRIM_MS) {
     this.#backend = backend;
+    this.#trimMs = trimMs;
   }
 
   async admit(name: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
     let b = this.#buckets.get(name);
     if (!b) {
-      b = { windowStart: -1, tokens: 0, free: [], inUse: 0, peak: 0, tokenChunk: 1, slotChunk: 1, lastReserveAt: -Infinity, lastNow: now, refreshedAt: now };
+      b = { windowStart: -1, tokens: 0, free: [], inUse: 0, peak: 0, peaks: [], tokenChunk: 1, slotChunk: 1, lastTokensAt: -Infinity, lastSlotsAt: -Infinity, lastNow: now, refreshedAt: now };
       this.#buckets.set(name, b);
     }
     b.lastNow = Math.max(b.lastNow, now);
@@ -83,7 +111,7 @@ export class ReservedAdmission {
       b.tokens = 0; // what was left of another window lapses with it
     }
     const concurrent = limit.concurrent !== undefined;
-    // Other admissions run while this one waits on Redis and may use what it saw free: it asks
+    // Other admissions run while this one waits on Redis and may use what it saw free: it looks
     // again, and refuses only for what Redis itself would not grant.
     for (;;) {
       if (b.windowStart !== start) {
@@ -94,18 +122,13 @@ export class ReservedAdmission {
       const needTokens = b.tokens === 0;
       const needSlot = concurrent && b.free.length === 0;
       if (!needTokens && !needSlot) break;
-      const burst = now - b.lastReserveAt < BURST_MS;
-      b.lastReserveAt = now;
-      // Doubled while used up quickly, halved otherwise (a pause in a steady stream costs little).
-      if (needTokens) b.tokenChunk = Math.min(burst ? b.tokenChunk * 2 : Math.ceil(b.tokenChunk / 2), chunkCap(limit.requests, MAX_TOKENS));
-      if (needSlot) b.slotChunk = Math.min(burst ? b.slotChunk * 2 : Math.ceil(b.slotChunk / 2), chunkCap(limit.concurrent!, MAX_SLOTS));
-      const ids = needSlot ? Array.from({ length: b.slotChunk }, () => `${this.#server}:${this.#nextSlot++}`) : [];
-      const got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
-      if (b.windowStart === start) b.tokens += got.tokens;
-      b.free.push(...ids.slice(0, got.slots));
-      if (got.slots > 0) this.#armTrim();
-      if (needTokens && got.tokens === 0 && b.tokens === 0) return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
-      if (needSlot && got.slots === 0 && b.free.length === 0) return { ok: false, why: "concurrent", retryAfterSeconds: 1 };
+      // One reservation in flight per bucket: admissions arriving together wait for it and look
+      // again, rather than each taking a chunk (and a round trip) of its own.
+      const mine = !b.pending;
+      if (mine) b.pending = this.#reserve(b, name, limit, windowMs, now, start, needTokens, needSlot);
+      const got = await b.pending!;
+      if (needTokens && got.tokensRefused && b.tokens === 0) return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
+      if (needSlot && got.slotsRefused && b.free.length === 0) return { ok: false, why: "concurrent", retryAfterSeconds: 1 };
     }
     b.tokens--;
     if (!concurrent) return { ok: true, release: async () => {} };
@@ -126,19 +149,50 @@ export class ReservedAdmission {
     };
   }
 
+  /** Asks Redis for a chunk of what the bucket lacks and adds what was granted; clears b.pending. */
+  async #reserve(b: Bucket, name: string, limit: RequestLimit, windowMs: number, now: number, start: number, needTokens: boolean, needSlot: boolean): Promise<Reservation> {
+    try {
+      if (needTokens) {
+        const lasted = now - b.lastTokensAt;
+        b.lastTokensAt = now;
+        const chunk = lasted < TOKENS_GROW_MS ? b.tokenChunk * 2 : lasted >= TOKENS_SHRINK_MS ? Math.ceil(b.tokenChunk / 2) : b.tokenChunk;
+        b.tokenChunk = Math.min(chunk, chunkCap(limit.requests, MAX_TOKENS));
+      }
+      if (needSlot) {
+        const burst = now - b.lastSlotsAt < SLOTS_BURST_MS;
+        b.lastSlotsAt = now;
+        b.slotChunk = Math.min(burst ? b.slotChunk * 2 : Math.ceil(b.slotChunk / 2), chunkCap(limit.concurrent!, MAX_SLOTS));
+      }
+      const ids = needSlot ? Array.from({ length: b.slotChunk }, () => `${this.#server}:${this.#nextSlot++}`) : [];
+      const got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
+      if (b.windowStart === start) b.tokens += got.tokens;
+      b.free.push(...ids.slice(0, got.slots));
+      if (got.slots > 0) this.#armTrim();
+      return {
+        tokensRefused: needTokens && got.tokens === 0,
+        slotsRefused: needSlot && got.slots === 0,
+        retryAfterSeconds: got.retryAfterSeconds,
+      };
+    } finally {
+      b.pending = undefined;
+    }
+  }
+
   #armTrim(): void {
     if (this.#trimTimer) return;
-    this.#trimTimer = setTimeout(() => void this.#trim(), TRIM_MS);
+    this.#trimTimer = setTimeout(() => void this.#trim(), this.#trimMs);
     this.#trimTimer.unref?.(); // held slots never keep a process alive; close() gives them back
   }
 
-  /** Gives back slots held beyond what was in use since the last trim; re-stamps the rest now and then. */
+  /** Gives back slots held beyond the most in use at once in the last second; re-stamps the rest now and then. */
   async #trim(): Promise<void> {
     this.#trimTimer = undefined;
     const work: Promise<void>[] = [];
     let holding = false;
     for (const [name, b] of this.#buckets) {
-      const surplus = Math.min(b.free.length, b.free.length + b.inUse - b.peak);
+      b.peaks.push(b.peak);
+      if (b.peaks.length > KEEP_PERIODS) b.peaks.shift();
+      const surplus = Math.min(b.free.length, b.free.length + b.inUse - Math.max(...b.peaks));
       b.peak = b.inUse;
       if (surplus > 0) work.push(this.#backend.giveBack(name, b.free.splice(0, surplus)));
       const held = [...b.free];

@@ -9,6 +9,7 @@ import type {
 import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { RedisEvents } from "./redis-events.ts";
+import { redisReservations } from "./redis-reservations.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
 
@@ -33,17 +34,7 @@ export class RedisStore implements Store {
     this.#prefix = prefix;
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
-    const slotKey = (bucket: string) => `${prefix}rc:${bucket}`;
-    this.#admission = new ReservedAdmission({
-      reserve: async (r) => {
-        const [tokens, slots, retryAfterSeconds] = (await this.#scripts.run("reserve", [
-          r.now, r.bucket, r.limit.requests, r.limit.concurrent ?? "", r.windowMs, r.tokens, ...r.slots,
-        ])) as number[];
-        return { tokens: tokens!, slots: slots!, retryAfterSeconds: retryAfterSeconds! };
-      },
-      giveBack: async (bucket, ids) => void (await client.send("ZREM", [slotKey(bucket), ...ids])),
-      refresh: async (bucket, ids, now) => void (await client.send("ZADD", [slotKey(bucket), "XX", ...ids.flatMap((id) => [String(now), id])])),
-    });
+    this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
 
   /** Connects, loads the scripts and subscribes to the events channel. `prefix` namespaces keys. */
