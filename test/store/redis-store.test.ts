@@ -161,6 +161,21 @@ describe("redis store, several servers on one prefix", () => {
     }
   });
 
+  test("admission: a request of a new window waiting on a reservation refused for the last window is admitted", async () => {
+    const s = await connect();
+    const limit = { requests: 1 };
+    const start = T0 - (T0 % 10_000);
+    try {
+      expect((await s.admitRequest("ep:run", limit, 10_000, start)).ok).toBe(true);
+      // The first window is used up: this one asks Redis and is refused; the next, in a new
+      // window, arrives while it waits.
+      const [last, next] = await Promise.all([s.admitRequest("ep:run", limit, 10_000, start + 1), s.admitRequest("ep:run", limit, 10_000, start + 10_000)]);
+      expect([last.ok, next.ok]).toEqual([false, true]);
+    } finally {
+      await s.close();
+    }
+  });
+
   test("admission: concurrent slots a server went back and forth over stay with it for KEEP_PERIODS trims, then go back", async () => {
     const client = new Bun.RedisClient(await redisUrl());
     const p = prefix();

@@ -68,8 +68,9 @@ interface Bucket {
   pending?: Promise<Reservation>;
 }
 
-/** What Redis refused outright to a reservation. */
+/** What Redis refused outright to a reservation, and for which window. */
 interface Reservation {
+  windowStart: number;
   tokensRefused: boolean;
   slotsRefused: boolean;
   retryAfterSeconds: number;
@@ -127,7 +128,7 @@ export class ReservedAdmission {
       const mine = !b.pending;
       if (mine) b.pending = this.#reserve(b, name, limit, windowMs, now, start, needTokens, needSlot);
       const got = await b.pending!;
-      if (needTokens && got.tokensRefused && b.tokens === 0) return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
+      if (needTokens && got.tokensRefused && got.windowStart === start && b.tokens === 0) return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
       if (needSlot && got.slotsRefused && b.free.length === 0) return { ok: false, why: "concurrent", retryAfterSeconds: 1 };
     }
     b.tokens--;
@@ -169,6 +170,7 @@ export class ReservedAdmission {
       b.free.push(...ids.slice(0, got.slots));
       if (got.slots > 0) this.#armTrim();
       return {
+        windowStart: start,
         tokensRefused: needTokens && got.tokens === 0,
         slotsRefused: needSlot && got.slots === 0,
         retryAfterSeconds: got.retryAfterSeconds,
