@@ -47,6 +47,8 @@ export async function startSpool(opts: SpoolOptions): Promise<SpoolProcess> {
     stdout: "pipe",
     stderr: "pipe",
     detached: opts.detached ?? false,
+    // As `npm run serve` starts the server (README, "Storage and durability").
+    env: { ...process.env, MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" },
   });
   let out = "";
   const err = outputTail();
