@@ -40,6 +40,8 @@ export class WorkerLoop {
   readonly #loopsDone = new AbortController();
   #concurrency = 1;
   #exitCode = 0;
+  /** Wakes run() when a slot frees or shutdown starts (set only while it waits). */
+  #wake: (() => void) | undefined;
 
   constructor(options: WorkerLoopOptions) {
     this.#o = options;
@@ -54,6 +56,7 @@ export class WorkerLoop {
     if (this.#stopping.signal.aborted) return;
     this.#exitCode = code;
     this.#stopping.abort();
+    this.#wake?.();
   }
 
   #nextConcurrency(): number {
@@ -72,7 +75,12 @@ export class WorkerLoop {
     while (!this.#stopping.signal.aborted) {
       const free = this.#nextConcurrency() - this.#running.size;
       if (free <= 0) {
-        await Promise.race([...[...this.#running.values()].map((r) => r.finished), abortPromise(this.#stopping.signal)]);
+        // One resolver per wait, dropped when it fires: a listener on the long-lived stop signal
+        // per job would pile up (a worker slowed with every job it ran, O(n) per listener added).
+        const { promise, resolve } = Promise.withResolvers<void>();
+        this.#wake = resolve;
+        await promise;
+        this.#wake = undefined;
         continue;
       }
       const jobs = await api.take(free, this.#running.size > 0, this.#stopping.signal);
@@ -133,6 +141,7 @@ export class WorkerLoop {
       else if (outcome.kind === "error") await api.done(job.id, { error: outcome.error, ...stopPod }, false);
       else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
       this.#running.delete(job.id);
+      this.#wake?.();
       if (refresh) this.shutdown(EXIT_REPLACE);
     })();
     this.#running.set(job.id, { controller, finished });
@@ -151,11 +160,4 @@ export class WorkerLoop {
       for (const id of ids) this.#running.get(id)?.controller.abort(stopReasons.cancelled());
     }
   }
-}
-
-function abortPromise(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
 }

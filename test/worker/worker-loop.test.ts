@@ -173,6 +173,36 @@ describe("concurrency", () => {
     await until(() => seen.length >= 5, "five turns of the loop");
     expect(seen.slice(0, 5)).toEqual([1, 2, 3, 4, 4]);
   });
+
+  test("a long-running worker holds no more abort listeners after 60 jobs than after 10", async () => {
+    // Counts "abort" listeners added to signals not yet aborted and not removed since: each one
+    // stays in memory, and adding one costs O(listeners) (it grew by one per job before).
+    const live = new Map<EventTarget, Set<unknown>>();
+    const { addEventListener: add, removeEventListener: remove } = EventTarget.prototype;
+    EventTarget.prototype.addEventListener = function (this: EventTarget, type: string, fn: any, opts?: any) {
+      if (type === "abort" && this instanceof AbortSignal) live.set(this, (live.get(this) ?? new Set()).add(fn));
+      return add.call(this, type, fn, opts);
+    };
+    EventTarget.prototype.removeEventListener = function (this: EventTarget, type: string, fn: any, opts?: any) {
+      if (type === "abort") live.get(this)?.delete(fn);
+      return remove.call(this, type, fn, opts);
+    };
+    const count = () => [...live].reduce((n, [signal, fns]) => n + ((signal as AbortSignal).aborted ? 0 : fns.size), 0);
+    try {
+      await using srv = await startTestServer(polling);
+      await using _w = startLoop(srv, defineHandler({ input: z.object({}), handler: async () => "ok" }));
+      const run = async (n: number) => {
+        for (let i = 0; i < n; i++) await settled(srv, await submit(srv, { input: {} }));
+      };
+      await run(10);
+      const after10 = count();
+      await run(50);
+      expect(count()).toBeLessThanOrEqual(after10 + 2);
+    } finally {
+      EventTarget.prototype.addEventListener = add;
+      EventTarget.prototype.removeEventListener = remove;
+    }
+  });
 });
 
 describe("cancel, timeout, shutdown", () => {
