@@ -6,9 +6,10 @@
  * loops in this process that pause while more than `--queued` jobs wait, so the queue stays
  * about that deep however long it runs. Per window: jobs completed per second, CPU per job of
  * the server and of the workers, the server's RSS and JS heap, a worker's RSS. The reference is
- * the run's own first window: the last window against it is printed as ratios.
+ * the run's own first window: the last window against it is printed as ratios. With `--store
+ * redis` the server keeps its jobs on a fresh redis-server (AOF on) instead.
  *
- *   bun scripts/bench-soak.ts [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]
+ *   bun scripts/bench-soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -25,10 +26,11 @@ import { printTable } from "./bench/table.ts";
 
 const cli = benchCli(
   "bench-soak",
-  "usage: bun scripts/bench-soak.ts [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]",
+  "usage: bun scripts/bench-soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]",
 );
 const { values: flags } = parseArgs({
   options: {
+    store: { type: "string", default: "embedded" },
     seconds: { type: "string", default: "120" },
     window: { type: "string", default: "15" },
     workers: { type: "string", default: "4" },
@@ -38,6 +40,8 @@ const { values: flags } = parseArgs({
   },
 });
 if (flags.help) cli.help();
+if (flags.store !== "embedded" && flags.store !== "redis") cli.fail(`--store must be embedded or redis, got ${flags.store}`);
+const ON_REDIS = flags.store === "redis";
 const SECONDS = cli.int("seconds", flags.seconds!);
 const WINDOW = cli.int("window", flags.window!);
 const WORKERS = cli.int("workers", flags.workers!);
@@ -72,9 +76,10 @@ interface Window {
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool soak: ${SECONDS} s in windows of ${WINDOW} s, ${WORKERS} worker processes, ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued`);
+  console.log(`spool soak (${ON_REDIS ? "Redis" : "embedded"} store): ${SECONDS} s in windows of ${WINDOW} s, ${WORKERS} worker processes, ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued`);
   console.log(`machine: ${info}\n`);
-  const server = await session.startServer("soak");
+  const store = ON_REDIS ? `${(await session.startRedis()).url}?prefix=soak` : undefined;
+  const server = await session.startServer("soak", { store });
   const c = queueClient(server);
   for (let i = 0; i < WORKERS; i++) {
     const args = ["worker", join(REPO_ROOT, "handlers/examples/echo.ts"), "--url", server.url, "--endpoint", ENDPOINT];
@@ -140,7 +145,7 @@ async function main(): Promise<void> {
   stop.abort();
   await Promise.all(loops);
 
-  console.log(`\n### Soak: ${WORKERS} worker processes (spool worker, echo handler), ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued throughout\n`);
+  console.log(`\n### Soak on the ${ON_REDIS ? "Redis" : "embedded"} store: ${WORKERS} worker processes (spool worker, echo handler), ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued throughout\n`);
   const head = ["window ends s", "jobs done", "jobs/s", "server CPU µs/job", "workers CPU µs/job", "server RSS MiB", "server JS heap MiB", "worker RSS MiB", "queued"];
   printTable(head, "rrrrrrrrr", windows.map((w) => [
     String(w.endS), String(w.done), w.jobsPerS.toFixed(0), w.serverCpuUs.toFixed(0), w.workersCpuUs.toFixed(0),
