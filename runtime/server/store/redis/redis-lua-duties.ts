@@ -160,7 +160,8 @@ return 1`,
    * Reserves admissions for one server: ARGV5 bucket, ARGV6 requests per window, ARGV7
    * concurrent limit or '', ARGV8 window ms, ARGV9 window tokens wanted, ARGV10... ids of the
    * concurrent slots wanted. Returns {tokens granted, slots granted (the first ids), Retry-After s};
-   * nothing is granted past a limit, and no slot when no token is.
+   * nothing is granted past a limit, and no slot when no token is. A refused slot marks the bucket
+   * wanted for a second, so that servers holding spare slots give them back.
    */
   reserve: `
 local window = tonumber(ARGV[8])
@@ -193,6 +194,8 @@ if ids > 0 then
     local args = {}
     for i = 1, slots do args[#args + 1] = ARGV[4]; args[#args + 1] = ARGV[9 + i] end
     redis.call('ZADD', ck, unpack(args))
+  else
+    redis.call('SET', ck .. ':wanted', '1', 'PX', 1000)
   end
 end
 return {tokens, slots, retry}`,

@@ -13,6 +13,7 @@ export function redisReservations(client: RedisClient, scripts: RedisScripts, pr
       return { tokens: tokens!, slots: slots!, retryAfterSeconds: retryAfterSeconds! };
     },
     giveBack: async (bucket, ids) => void (await client.send("ZREM", [slotKey(bucket), ...ids])),
-    refresh: async (bucket, ids, now) => void (await client.send("ZADD", [slotKey(bucket), "XX", ...ids.flatMap((id) => [String(now), id])])),
+    refresh: async (bucket, ids, now) => void (await client.send("ZADD", [slotKey(bucket), ...ids.flatMap((id) => [String(now), id])])),
+    wanted: async (bucket) => (await client.send("EXISTS", [`${slotKey(bucket)}:wanted`])) === 1,
   };
 }
