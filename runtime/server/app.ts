@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { HttpError } from "./http-error.ts";
+import { asHttpError } from "./http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
@@ -49,7 +49,8 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 
   app.onError((err, c) => {
-    if (err instanceof HttpError) return c.json({ error: err.message }, err.status, err.headers);
+    const known = asHttpError(err);
+    if (known) return c.json({ error: known.message }, known.status, known.headers);
     const requestId = c.get("requestId");
     log.error("unexpected error", { requestId, method: c.req.method, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
     return c.json({ error: `internal server error (request id ${requestId})` }, 500);

@@ -1,4 +1,5 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { StoreUnavailableError } from "./store/store.ts";
 
 /** The one error type routes throw; onError answers it as {"error": message} with its status. */
 export class HttpError extends Error {
@@ -10,4 +11,11 @@ export class HttpError extends Error {
   ) {
     super(message);
   }
+}
+
+/** `err` as the HttpError it is answered with, if it has one (a store that did not answer is a 503). */
+export function asHttpError(err: unknown): HttpError | undefined {
+  if (err instanceof HttpError) return err;
+  if (err instanceof StoreUnavailableError) return new HttpError(503, `store unavailable: ${err.message}; retry later`, { "retry-after": "1" });
+  return undefined;
 }

@@ -61,17 +61,39 @@ export function redisUrl(): Promise<string> {
       stdio: ["ignore", "ignore", "ignore"],
     }).unref();
     const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 500; i++) {
-      try {
-        const c = new Bun.RedisClient(url);
-        await c.send("PING", []);
-        c.close();
-        return url;
-      } catch {
-        await Bun.sleep(10);
-      }
-    }
+    if (await answers(url)) return url;
     throw new Error(`redis-server did not start on port ${port} (${program})`);
   })();
   return started;
+}
+
+/** A redis-server of a test's own, which it may pause (SIGSTOP) to play one that stops answering. */
+export async function startOwnRedis(): Promise<{ url: string; proc: Bun.Subprocess } & AsyncDisposable> {
+  const program = await redisServerPath();
+  const port = await freePort();
+  const proc = Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "inherit" });
+  const url = `redis://127.0.0.1:${port}`;
+  const dispose = async () => {
+    proc.kill("SIGCONT");
+    proc.kill("SIGKILL");
+    await proc.exited;
+  };
+  if (await answers(url)) return { url, proc, [Symbol.asyncDispose]: dispose };
+  await dispose();
+  throw new Error(`redis-server did not start on port ${port} (${program})`);
+}
+
+/** Whether a redis-server answers PING at `url` within about 5 s of starting. */
+async function answers(url: string): Promise<boolean> {
+  for (let i = 0; i < 500; i++) {
+    try {
+      const c = new Bun.RedisClient(url);
+      await c.send("PING", []);
+      c.close();
+      return true;
+    } catch {
+      await Bun.sleep(10);
+    }
+  }
+  return false;
 }

@@ -21,6 +21,8 @@ export interface TestServerOptions {
   log?: Log;
   /** Where the scaler starts workers; local processes by default. */
   provider?: WorkerProvider;
+  /** The store to serve (closed with the server); a fresh SQLite store in the temp dir by default. */
+  store?: Store;
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -40,7 +42,7 @@ export interface TestServer extends AsyncDisposable {
   json<T = any>(method: string, path: string, body?: unknown, init?: { auth?: string | null }): Promise<[number, T]>;
 }
 
-/** A real queue server on a loopback port, on a fresh SQLite store in a temp dir. */
+/** A real queue server on a loopback port, on a fresh SQLite store in a temp dir (or the store given). */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), "spool-test-"));
   const clock = options.clock ?? systemClock;
@@ -61,9 +63,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     // Tests that are not about limits read /requests freely; the limit tests set their own.
     endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
   });
-  const store = await createStore(dataDir, {
-    retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
-  });
+  const store =
+    options.store ??
+    (await createStore(dataDir, {
+      retention: { syncMs: config.server.syncRetentionMs, asyncMs: config.server.asyncRetentionMs },
+    }));
   const { key } = await createKey(store, "test", clock.now());
   const jobEvents = new JobEvents((err) => {
     throw err;

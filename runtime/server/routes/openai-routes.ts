@@ -6,7 +6,7 @@ import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
 import { authenticate, authorize } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { asHttpError } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
 import { eventStreamResponse } from "../event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
@@ -57,7 +57,8 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.onError((err, c) => {
     if (err instanceof OpenaiError) return c.json(errorBody(err.status, err.message, err.param, err.code), err.status);
-    if (err instanceof HttpError) return c.json(errorBody(err.status, err.message), err.status, err.headers);
+    const known = asHttpError(err);
+    if (known) return c.json(errorBody(known.status, known.message), known.status, known.headers);
     const requestId = c.get("requestId");
     deps.log.error("unexpected error", { requestId, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
     return c.json(errorBody(500, `internal server error (request id ${requestId})`), 500);

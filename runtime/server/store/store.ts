@@ -39,6 +39,14 @@ export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" |
 export type JobResult = { output: unknown } | { error: unknown };
 
 /** enqueue refused the job: more than `maxQueued` jobs of its endpoint were queued (nothing changed). */
+/** The store did not answer in time (Redis stopped replying): the request answers 503. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreUnavailableError";
+  }
+}
+
 export class QueueFullError extends Error {
   constructor(readonly depth: number) {
     super(`queue full: ${depth} jobs waiting`);

@@ -8,6 +8,7 @@ import type {
 } from "../store.ts";
 import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
+import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
 import { RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
@@ -27,8 +28,10 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
+  readonly #watch: ReplyWatch;
 
-  private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions) {
+  private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions, watch: ReplyWatch) {
+    this.#watch = watch;
     this.#client = client;
     this.#subscriber = subscriber;
     this.#prefix = prefix;
@@ -37,12 +40,16 @@ export class RedisStore implements Store {
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
 
-  /** Connects, loads the scripts and subscribes to the events channel. `prefix` namespaces keys. */
-  static async connect(url: string, options: StoreOptions, prefix = "{spool}:"): Promise<RedisStore> {
+  /**
+   * Connects, loads the scripts and subscribes to the events channel. `prefix` namespaces keys;
+   * a call Redis leaves unanswered for `replyTimeoutMs` fails (see watchReplies).
+   */
+  static async connect(url: string, options: StoreOptions, prefix = "{spool}:", replyTimeoutMs = REPLY_TIMEOUT_MS): Promise<RedisStore> {
     const client = new RedisClient(url);
     await client.connect();
     const subscriber = await client.duplicate();
-    const store = new RedisStore(client, subscriber, prefix, options);
+    const watch = watchReplies(client, { timeoutMs: replyTimeoutMs });
+    const store = new RedisStore(client, subscriber, prefix, options, watch);
     await subscriber.subscribe(`${prefix}events`, (message) => store.events.receive(message));
     return store;
   }
@@ -279,6 +286,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#watch.stop();
     await this.#admission.close();
     this.#subscriber.close();
     this.#client.close();

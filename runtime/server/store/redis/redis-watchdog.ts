@@ -1,0 +1,53 @@
+import type { RedisClient } from "bun";
+import { StoreUnavailableError } from "../store.ts";
+
+/** How long commands may wait on Redis with no reply coming back before the connection is dropped. */
+export const REPLY_TIMEOUT_MS = 10_000;
+
+export interface ReplyWatch {
+  stop(): void;
+}
+
+/**
+ * Bounds how long a store call waits on Redis. Bun's client waits for a reply for ever, so a
+ * redis-server that stops answering (paused, swapping, or behind a network that drops packets)
+ * would hold every request that touches the store. This counts the commands sent on `client`
+ * that have no reply yet; when some have waited `timeoutMs` with no reply arriving meanwhile
+ * (Redis answers in order, so any reply is progress), it closes the connection, which fails them
+ * as StoreUnavailableError (the routes answer 503), and connects again. Checked every tenth of
+ * the timeout: a call fails after 1.0 to 1.1 times it.
+ */
+export function watchReplies(client: RedisClient, opts: { timeoutMs?: number; onTrip?: (waiting: number) => void } = {}): ReplyWatch {
+  const timeoutMs = opts.timeoutMs ?? REPLY_TIMEOUT_MS;
+  const send = client.send.bind(client);
+  let waiting = 0;
+  /** When the oldest unanswered command went out, or the last reply came, whichever is later. */
+  let progressAt = 0;
+  let trips = 0;
+  const settled = () => {
+    waiting--;
+    progressAt = performance.now();
+  };
+  client.send = ((command: string, args: string[]) => {
+    if (waiting++ === 0) progressAt = performance.now();
+    const trip = trips;
+    return send(command, args).then(
+      (reply) => (settled(), reply),
+      (err) => {
+        settled();
+        throw trips !== trip ? new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`) : err;
+      },
+    );
+  }) as RedisClient["send"];
+
+  const timer = setInterval(() => {
+    if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
+    trips++;
+    opts.onTrip?.(waiting);
+    client.close(); // fails every command still waiting
+    progressAt = performance.now();
+    client.connect().catch(() => {}); // commands sent meanwhile wait for it (or fail with it)
+  }, Math.max(1, Math.floor(timeoutMs / 10)));
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

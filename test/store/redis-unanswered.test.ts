@@ -1,0 +1,50 @@
+import { describe, expect, test } from "bun:test";
+import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
+import { StoreUnavailableError } from "../../runtime/server/store/store.ts";
+import { startOwnRedis } from "../helpers/redis-server.ts";
+import { startTestServer } from "../helpers/test-server.ts";
+import { RETENTION } from "./store-suite.ts";
+
+// A redis-server that stops answering (paused with SIGSTOP: the connection stays open, no reply
+// comes) must not hold requests for ever. The reply timeout is shortened to 300 ms here.
+const REPLY_TIMEOUT_MS = 300;
+const connect = (url: string) => RedisStore.connect(url, { retention: RETENTION }, "{unanswered}:", REPLY_TIMEOUT_MS);
+
+describe("redis store, when Redis stops answering", () => {
+  test("a call fails as StoreUnavailableError after the reply timeout, and the store works again once Redis answers", async () => {
+    await using redis = await startOwnRedis();
+    const store = await connect(redis.url);
+    try {
+      expect(await store.get("ep", "nope", Date.now())).toBeNull();
+      redis.proc.kill("SIGSTOP");
+      const started = performance.now();
+      const failed = await store.get("ep", "nope", Date.now()).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(failed).toBeInstanceOf(StoreUnavailableError);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(REPLY_TIMEOUT_MS);
+      redis.proc.kill("SIGCONT");
+      expect(await store.get("ep", "nope", Date.now())).toBeNull();
+    } finally {
+      redis.proc.kill("SIGCONT");
+      await store.close();
+    }
+  });
+
+  test("a request to a server whose Redis stopped answering gets 503 with a JSON error and Retry-After", async () => {
+    await using redis = await startOwnRedis();
+    await using srv = await startTestServer({ store: await connect(redis.url) });
+    expect((await srv.json("GET", "/v2/echo/status/nope"))[0]).toBe(404);
+    redis.proc.kill("SIGSTOP");
+    try {
+      const res = await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
+      expect(res.status).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("1");
+      expect(((await res.json()) as { error: string }).error).toMatch(/^store unavailable: Redis did not answer within 300 ms/);
+    } finally {
+      redis.proc.kill("SIGCONT");
+    }
+    expect((await srv.json("POST", "/v2/echo/run", { input: { n: 1 } }))[0]).toBe(200);
+  });
+});
