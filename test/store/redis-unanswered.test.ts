@@ -32,6 +32,38 @@ describe("redis store, when Redis stops answering", () => {
     }
   });
 
+  test("paused past a reconnection attempt, the store fails calls as unavailable and works again once Redis answers", async () => {
+    await using redis = await startOwnRedis();
+    const store = await connect(redis.url);
+    const attempt = () => store.get("ep", "nope", Date.now()).then(() => "answered", (err: unknown) => (err instanceof StoreUnavailableError ? "unavailable" : String(err)));
+    try {
+      redis.proc.kill("SIGSTOP");
+      // The first call trips the watch; the next ones each wait for a connection attempt that
+      // times out (also 300 ms here) while Redis stays paused.
+      expect([await attempt(), await attempt(), await attempt()]).toEqual(["unavailable", "unavailable", "unavailable"]);
+      redis.proc.kill("SIGCONT");
+      let answer = await attempt();
+      for (let i = 0; i < 5 && answer !== "answered"; i++) answer = await attempt(); // a connect begun while paused may still end in its timeout
+      expect(answer).toBe("answered");
+    } finally {
+      redis.proc.kill("SIGCONT");
+      await store.close();
+    }
+  });
+
+  test("closing the store while Redis does not answer ends within the reply timeout", async () => {
+    await using redis = await startOwnRedis();
+    const store = await connect(redis.url);
+    const held = await store.admitRequest("ep:run", { requests: 100, concurrent: 2 }, 10_000, Date.now());
+    expect(held.ok).toBe(true);
+    redis.proc.kill("SIGSTOP");
+    try {
+      await store.close(); // gives back its slots: that call fails after the timeout instead of waiting
+    } finally {
+      redis.proc.kill("SIGCONT");
+    }
+  });
+
   test("a request to a server whose Redis stopped answering gets 503 with a JSON error and Retry-After", async () => {
     await using redis = await startOwnRedis();
     await using srv = await startTestServer({ store: await connect(redis.url) });

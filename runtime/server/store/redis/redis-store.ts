@@ -45,7 +45,7 @@ export class RedisStore implements Store {
    * a call Redis leaves unanswered for `replyTimeoutMs` fails (see watchReplies).
    */
   static async connect(url: string, options: StoreOptions, prefix = "{spool}:", replyTimeoutMs = REPLY_TIMEOUT_MS): Promise<RedisStore> {
-    const client = new RedisClient(url);
+    const client = new RedisClient(url, { connectionTimeout: replyTimeoutMs });
     await client.connect();
     const subscriber = await client.duplicate();
     const watch = watchReplies(client, { timeoutMs: replyTimeoutMs });
@@ -286,8 +286,8 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.#admission.close(); // its give-back is still bounded by the watch
     this.#watch.stop();
-    await this.#admission.close();
     this.#subscriber.close();
     this.#client.close();
   }

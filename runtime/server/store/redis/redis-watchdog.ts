@@ -28,14 +28,30 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number; on
     waiting--;
     progressAt = performance.now();
   };
-  client.send = ((command: string, args: string[]) => {
-    if (waiting++ === 0) progressAt = performance.now();
+  // After close() Bun does not reconnect by itself: a connect that failed (Redis still paused)
+  // would leave every later call failing at once. So a call on a closed client connects first
+  // (one attempt at a time, bounded by the client's connection timeout).
+  let closedByUs = false;
+  let reconnecting: Promise<void> | undefined;
+  const reconnect = () =>
+    (reconnecting ??= client.connect().then(
+      () => void ((reconnecting = undefined), (closedByUs = false)),
+      () => void (reconnecting = undefined),
+    ));
+  const unavailable = () => new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`);
+  client.send = (async (command: string, args: string[]) => {
+    if (closedByUs && !client.connected) {
+      await reconnect();
+      if (!client.connected) throw unavailable();
+    }
     const trip = trips;
-    return send(command, args).then(
+    const pending = send(command, args); // a call refused at once (bad arguments) is never counted
+    if (waiting++ === 0) progressAt = performance.now();
+    return pending.then(
       (reply) => (settled(), reply),
       (err) => {
         settled();
-        throw trips !== trip ? new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`) : err;
+        throw trips !== trip || !client.connected ? unavailable() : err;
       },
     );
   }) as RedisClient["send"];
@@ -43,10 +59,11 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number; on
   const timer = setInterval(() => {
     if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
     trips++;
+    closedByUs = true;
     opts.onTrip?.(waiting);
     client.close(); // fails every command still waiting
     progressAt = performance.now();
-    client.connect().catch(() => {}); // commands sent meanwhile wait for it (or fail with it)
+    void reconnect(); // commands sent meanwhile wait for it (or fail with it)
   }, Math.max(1, Math.floor(timeoutMs / 10)));
   timer.unref();
   return { stop: () => clearInterval(timer) };
