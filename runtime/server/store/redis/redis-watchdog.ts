@@ -17,7 +17,7 @@ export interface ReplyWatch {
  * as StoreUnavailableError (the routes answer 503), and connects again. Checked every tenth of
  * the timeout: a call fails after 1.0 to 1.1 times it.
  */
-export function watchReplies(client: RedisClient, opts: { timeoutMs?: number; onTrip?: (waiting: number) => void } = {}): ReplyWatch {
+export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } = {}): ReplyWatch {
   const timeoutMs = opts.timeoutMs ?? REPLY_TIMEOUT_MS;
   const send = client.send.bind(client);
   let waiting = 0;
@@ -60,7 +60,6 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number; on
     if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
     trips++;
     closedByUs = true;
-    opts.onTrip?.(waiting);
     client.close(); // fails every command still waiting
     progressAt = performance.now();
     void reconnect(); // commands sent meanwhile wait for it (or fail with it)
