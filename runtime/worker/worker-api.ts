@@ -53,7 +53,7 @@ export class WorkerApi {
    * so a retry after a post that landed changes nothing.
    */
   async #post(url: string, body: unknown, what: string): Promise<boolean> {
-    const text = JSON.stringify(body);
+    const text = typeof body === "string" ? body : JSON.stringify(body);
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {
@@ -77,8 +77,9 @@ export class WorkerApi {
     }
   }
 
-  done(jobId: string, body: { output?: unknown; error?: unknown; stopPod?: boolean }, isStream: boolean): Promise<boolean> {
-    return this.#post(this.urls.done(jobId, isStream), body, `job-done ${jobId}`);
+  /** Posts a job's result: `text` is the JSON of {output} or {error} (see resultBody). */
+  done(jobId: string, text: string, isStream: boolean): Promise<boolean> {
+    return this.#post(this.urls.done(jobId, isStream), text, `job-done ${jobId}`);
   }
 
   progress(jobId: string, value: unknown): Promise<boolean> {

@@ -4,6 +4,7 @@ import type { Log } from "../log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute } from "./executor.ts";
+import { resultBody } from "./result-body.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
 import type { WorkerApi } from "./worker-api.ts";
 
@@ -137,8 +138,8 @@ export class WorkerLoop {
       const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
       ended.abort();
       const stopPod = refresh ? { stopPod: true } : {};
-      if (outcome.kind === "output") await api.done(job.id, { output: outcome.output, ...stopPod }, outcome.isStream);
-      else if (outcome.kind === "error") await api.done(job.id, { error: outcome.error, ...stopPod }, false);
+      if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
+      else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
       else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
       this.#running.delete(job.id);
       this.#wake?.();

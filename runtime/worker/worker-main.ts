@@ -35,8 +35,13 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   if (flags.input !== undefined || !hasServer) {
     const outcome = await runOnce(handler, await localInput(flags.input), log, options);
     if (outcome.kind === "output") {
-      console.log(JSON.stringify(outcome.output, null, 2));
-      return 0;
+      try {
+        console.log(JSON.stringify(outcome.output, null, 2));
+        return 0;
+      } catch (err) {
+        console.error(`job failed: the handler's result cannot be sent as JSON: ${(err as Error).message}`);
+        return 1;
+      }
     }
     console.error(outcome.kind === "error" ? `job failed: ${outcome.error}` : "job stopped");
     return 1;
