@@ -80,3 +80,40 @@ describe("redis store, when Redis stops answering", () => {
     expect((await srv.json("POST", "/v2/echo/run", { input: { n: 1 } }))[0]).toBe(200);
   });
 });
+
+describe("redis admission, when Redis stops answering", () => {
+  test("slots a reservation asked for while Redis was paused (granted after it went on, to no one) are given back, not held for ten minutes", async () => {
+    await using redis = await startOwnRedis();
+    const p = "{unsure}:";
+    const a = await RedisStore.connect(redis.url, { retention: RETENTION }, p, REPLY_TIMEOUT_MS);
+    const b = await RedisStore.connect(redis.url, { retention: RETENTION }, p, REPLY_TIMEOUT_MS);
+    const limit = { requests: 1_000, concurrent: 1 };
+    const now = Date.now();
+    try {
+      expect((await a.admitRequest("ep:other", limit, 10_000, now)).ok).toBe(true); // Redis has a's scripts from here on
+      redis.proc.kill("SIGSTOP");
+      // a's reservation reaches the paused Redis; a gives up on it after the reply timeout.
+      await expect(a.admitRequest("ep:run", limit, 10_000, now)).rejects.toBeInstanceOf(StoreUnavailableError);
+      redis.proc.kill("SIGCONT");
+      // Redis runs the reservation it had received, granting the one slot to a reservation nobody waits on.
+      const check = new Bun.RedisClient(redis.url);
+      let granted = 0;
+      for (let i = 0; i < 100 && granted === 0; i++) {
+        granted = Number(await check.send("ZCARD", [`${p}rc:ep:run`]));
+        if (granted === 0) await Bun.sleep(5);
+      }
+      check.close();
+      expect(granted).toBe(1);
+      // a gives it back on one of its next trims (every 50 ms): b is admitted then.
+      let admitted = await b.admitRequest("ep:run", limit, 10_000, now + 1);
+      for (let i = 0; i < 100 && !admitted.ok; i++) {
+        await Bun.sleep(10);
+        admitted = await b.admitRequest("ep:run", limit, 10_000, now + 2 + i);
+      }
+      expect(admitted.ok).toBe(true);
+    } finally {
+      redis.proc.kill("SIGCONT");
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});

@@ -61,6 +61,11 @@ interface Bucket {
   free: string[];
   /** Slot ids held in Redis and in use. */
   inUse: Set<string>;
+  /**
+   * Slot ids asked for by a reservation whose answer never came (the connection dropped, Redis
+   * did not answer in time): Redis may have granted them to nobody. Given back on the next trim.
+   */
+  unsure: string[];
   /** Trims since this bucket last asked whether its spare slots are wanted. */
   sinceAsked: number;
   /** Most slots in use since the last trim. */
@@ -115,7 +120,7 @@ export class ReservedAdmission {
   async admit(name: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
     let b = this.#buckets.get(name);
     if (!b) {
-      b = { windowStart: -1, tokens: 0, free: [], inUse: new Set(), sinceAsked: 0, peak: 0, peaks: [], tokenChunk: 1, slotChunk: 1, lastTokensAt: -Infinity, lastSlotsAt: -Infinity, lastNow: now, refreshedAt: now };
+      b = { windowStart: -1, tokens: 0, free: [], inUse: new Set(), unsure: [], sinceAsked: 0, peak: 0, peaks: [], tokenChunk: 1, slotChunk: 1, lastTokensAt: -Infinity, lastSlotsAt: -Infinity, lastNow: now, refreshedAt: now };
       this.#buckets.set(name, b);
     }
     b.lastNow = Math.max(b.lastNow, now);
@@ -185,7 +190,16 @@ export class ReservedAdmission {
       b.slotChunk = Math.min(burst ? b.slotChunk * 2 : Math.ceil(b.slotChunk / 2), chunkCap(limit.concurrent!, MAX_SLOTS));
     }
     const ids = needSlot ? Array.from({ length: b.slotChunk }, () => `${this.#server}:${this.#nextSlot++}`) : [];
-    const got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
+    let got: ReserveReply;
+    try {
+      got = await this.#backend.reserve({ bucket: name, limit, windowMs, now, tokens: needTokens ? b.tokenChunk : 0, slots: ids });
+    } catch (err) {
+      if (ids.length > 0) {
+        b.unsure.push(...ids);
+        this.#armTrim();
+      }
+      throw err;
+    }
     if (b.windowStart === start) b.tokens += got.tokens;
     const granted = ids.slice(0, got.slots);
     if (this.#closed) void this.#backend.giveBack(name, granted).catch(() => {}); // closed while asking
@@ -225,6 +239,7 @@ export class ReservedAdmission {
       const spare = b.free.length + b.inUse.size - b.peak; // not used in this period
       b.peak = b.inUse.size;
       if (surplus > 0) work.push(this.#backend.giveBack(name, b.free.splice(0, surplus)));
+      if (b.unsure.length > 0) work.push(this.#giveBackUnsure(name, b));
       if (spare > Math.max(0, surplus) && ++b.sinceAsked >= WANTED_PERIODS) {
         b.sinceAsked = 0;
         work.push(this.#yieldIfWanted(name, b));
@@ -234,11 +249,22 @@ export class ReservedAdmission {
         b.refreshedAt = now;
         work.push(this.#backend.refresh(name, held, Math.round(now)));
       }
-      if (held.length > 0) holding = true;
+      if (held.length > 0 || b.unsure.length > 0) holding = true;
     }
     if (holding) this.#armTrim();
     // A slot that could not be given back is freed by the ten-minute clean-up.
     await Promise.all(work.map((p) => p.catch(() => {})));
+  }
+
+  /** Gives back the slots a reservation left unanswered may hold; kept for the next trim when Redis still does not answer. */
+  async #giveBackUnsure(name: string, b: Bucket): Promise<void> {
+    const ids = b.unsure.splice(0);
+    try {
+      await this.#backend.giveBack(name, ids);
+    } catch (err) {
+      b.unsure.push(...ids);
+      throw err;
+    }
   }
 
   /** Gives the free slots not used in this period back when a server was refused one. */
@@ -255,7 +281,7 @@ export class ReservedAdmission {
     this.#closed = true;
     clearTimeout(this.#trimTimer);
     this.#trimTimer = undefined;
-    const held = [...this.#buckets].map(([name, b]): [string, string[]] => [name, [...b.free.splice(0), ...b.inUse]]);
+    const held = [...this.#buckets].map(([name, b]): [string, string[]] => [name, [...b.free.splice(0), ...b.inUse, ...b.unsure.splice(0)]]);
     for (const b of this.#buckets.values()) b.inUse.clear();
     await Promise.all(held.filter(([, ids]) => ids.length > 0).map(([name, ids]) => this.#backend.giveBack(name, ids).catch(() => {})));
   }
