@@ -79,13 +79,13 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health o
 
 /**
  * Whether a statement's cost grows with the number of jobs: it scans a table (`workers` aside:
- * one row per live worker, the fleet's size; and jobs_deadline, a partial index of running jobs
+ * one row per live worker, the fleet's size; and jobs_in_progress, a partial index of running jobs
  * only), or it aggregates over jobs other than those that expired since the last sweep (the
  * expiry index) or those one worker runs.
  */
 function grows(sql: string, steps: string[]): boolean {
-  const bounded = /^SCAN (w|workers)$|^SCAN \w+ USING INDEX jobs_deadline$/;
+  const bounded = /^SCAN (w|workers)$|^SCAN \w+ USING INDEX jobs_in_progress$/;
   if (steps.some((d) => /^SCAN /.test(d) && !bounded.test(d))) return true;
   const aggregates = /\b(COUNT|SUM|MIN|MAX)\s*\(|GROUP BY/i.test(sql) && /\bFROM jobs\b/i.test(sql);
-  return aggregates && !steps.some((d) => /USING INDEX (jobs_expiry \(expires_at<\?\)|jobs_worker_running \(worker_id=\?\))/.test(d));
+  return aggregates && !steps.some((d) => /USING INDEX (jobs_expiry \(expires_at<\?\)|jobs_in_progress \(worker_id=\?\))/.test(d));
 }

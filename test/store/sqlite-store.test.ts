@@ -42,7 +42,8 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     await s.close();
     // Turn the file back into what schema 6 wrote: its indexes, no output_chunk, a result's chunk as a row.
     const db = new Database(join(dir, "spool.db"));
-    db.run(`DROP INDEX jobs_queued; DROP INDEX jobs_worker_running; ALTER TABLE jobs DROP COLUMN output_chunk;
+    db.run(`DROP INDEX jobs_queued; DROP INDEX jobs_in_progress; ALTER TABLE jobs DROP COLUMN output_chunk;
+      CREATE INDEX jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
       CREATE INDEX jobs_queue ON jobs(endpoint, status, seq);
       CREATE INDEX jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
@@ -60,7 +61,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     const after = new Database(join(dir, "spool.db"));
     const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_deadline", "jobs_expiry", "jobs_queued", "jobs_worker_running"]);
+    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress", "jobs_queued"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
