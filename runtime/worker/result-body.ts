@@ -8,7 +8,7 @@ export function resultBody(body: { output?: unknown; error?: string; stopPod?: b
   try {
     return JSON.stringify(body);
   } catch (err) {
-    const problem = new TypeError(`the handler's result cannot be sent as JSON: ${(err as Error).message ?? String(err)}`);
+    const problem = new TypeError(`the handler's result cannot be sent as JSON: ${err instanceof Error ? err.message : String(err)}`);
     return JSON.stringify({ error: errorShape(problem, workerId), ...(body.stopPod ? { stopPod: true } : {}) });
   }
 }

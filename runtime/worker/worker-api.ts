@@ -53,7 +53,14 @@ export class WorkerApi {
    * so a retry after a post that landed changes nothing.
    */
   async #post(url: string, body: unknown, what: string): Promise<boolean> {
-    const text = typeof body === "string" ? body : JSON.stringify(body);
+    let text: string;
+    try {
+      text = typeof body === "string" ? body : JSON.stringify(body);
+    } catch (err) {
+      // A progress value JSON cannot carry (a BigInt, a cycle): nothing to post.
+      this.log.error(`${what} not sent: its value cannot be sent as JSON`, { error: String(err) });
+      return false;
+    }
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {

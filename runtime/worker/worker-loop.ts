@@ -135,14 +135,22 @@ export class WorkerLoop {
     });
 
     const finished = (async () => {
-      const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
-      ended.abort();
-      const stopPod = refresh ? { stopPod: true } : {};
-      if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
-      else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
-      else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
-      this.#running.delete(job.id);
-      this.#wake?.();
+      try {
+        const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
+        ended.abort();
+        const stopPod = refresh ? { stopPod: true } : {};
+        if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
+        else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
+        else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
+      } catch (err) {
+        // Whatever went wrong here, the slot comes back and the worker goes on (the job's
+        // heartbeat stops listing it, so the server's worker-loss rule takes it over).
+        log.error("posting the job's result failed", { jobId: job.id, error: String(err) });
+      } finally {
+        ended.abort();
+        this.#running.delete(job.id);
+        this.#wake?.();
+      }
       if (refresh) this.shutdown(EXIT_REPLACE);
     })();
     this.#running.set(job.id, { controller, finished });

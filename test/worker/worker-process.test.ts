@@ -44,17 +44,19 @@ describe("spool worker", () => {
     expect(second.output.pid).not.toBe(first.output.pid);
   });
 
-  test("a result JSON cannot carry fails its job naming the problem; the worker goes on", async () => {
+  test("a result JSON cannot carry fails its job naming the problem; a progress value it cannot carry is dropped; the worker goes on", async () => {
     await using srv = await startTestServer(polling);
     await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/not-json-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "ok" } });
     const [, big] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "bigint" } });
     const [, cycle] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "cycle" } });
+    const [, progress] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "progress" } });
     const [, last] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "ok" } });
     expect(big.status).toBe("FAILED");
     expect(JSON.parse(big.error)).toMatchObject({ error_type: "TypeError", error_message: expect.stringMatching(/cannot be sent as JSON: .*BigInt/i) });
     expect(cycle.status).toBe("FAILED");
     expect(JSON.parse(cycle.error).error_message).toMatch(/cannot be sent as JSON: .*(cyclic|circular)/i);
+    expect(progress).toMatchObject({ status: "COMPLETED", output: { pid: first.output.pid } });
     expect(last).toMatchObject({ status: "COMPLETED", output: { pid: first.output.pid } });
   });
 
