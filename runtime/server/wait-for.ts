@@ -2,8 +2,9 @@ import type { Clock } from "../clock.ts";
 import type { StoreEvents } from "./store/store-events.ts";
 
 /**
- * Long-poll: runs `check` until it returns a value, waking on `topic` instead of polling, and
- * gives up with null after `ms` or when `signal` (the client going away) aborts. The listener is
+ * Long-poll: runs `check` until it returns a value, waking on `topic` instead of polling (and
+ * every `events.recheckMs` where announcements can be lost), and gives up with null after `ms`
+ * or when `signal` (the client going away) aborts. The listener is
  * attached before each check so that no announcement between check and sleep is missed.
  */
 export async function waitFor<T>(
@@ -25,7 +26,7 @@ export async function waitFor<T>(
       if (value !== null) return value;
       const left = deadline - deps.clock.now();
       if (left <= 0 || signal?.aborted) return null;
-      await deps.clock.sleep(left, signal ? AbortSignal.any([wake.signal, signal]) : wake.signal);
+      await deps.clock.sleep(Math.min(left, deps.events.recheckMs ?? left), signal ? AbortSignal.any([wake.signal, signal]) : wake.signal);
       if (signal?.aborted) return null;
     } finally {
       off();

@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -67,19 +67,38 @@ export function redisUrl(): Promise<string> {
   return started;
 }
 
-/** A redis-server of a test's own, which it may pause (SIGSTOP) to play one that stops answering. */
-export async function startOwnRedis(): Promise<{ url: string; proc: Bun.Subprocess } & AsyncDisposable> {
+/**
+ * A redis-server of a test's own, which it may pause (SIGSTOP) to play one that stops answering,
+ * or restart on the same port (with `aof`, keeping what it held, as a production Redis does).
+ */
+export async function startOwnRedis(opts: { aof?: boolean } = {}): Promise<{ url: string; proc: Bun.Subprocess; restart(): Promise<void> } & AsyncDisposable> {
   const program = await redisServerPath();
   const port = await freePort();
-  const proc = Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "inherit" });
+  const dir = mkdtempSync(join(tmpdir(), "spool-own-redis-"));
+  const spawn = () =>
+    Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", opts.aof ? "yes" : "no", "--dir", dir], { stdout: "ignore", stderr: "inherit" });
   const url = `redis://127.0.0.1:${port}`;
-  const dispose = async () => {
+  const stop = async (proc: Bun.Subprocess) => {
     proc.kill("SIGCONT");
     proc.kill("SIGKILL");
     await proc.exited;
   };
-  if (await answers(url)) return { url, proc, [Symbol.asyncDispose]: dispose };
-  await dispose();
+  const redis = {
+    url,
+    proc: spawn(),
+    /** Kills redis-server (SIGKILL) and starts it again on the same port. */
+    async restart() {
+      await stop(redis.proc);
+      redis.proc = spawn();
+      if (!(await answers(url))) throw new Error(`redis-server did not start again on port ${port}`);
+    },
+    async [Symbol.asyncDispose]() {
+      await stop(redis.proc);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  if (await answers(url)) return redis;
+  await redis[Symbol.asyncDispose]();
   throw new Error(`redis-server did not start on port ${port} (${program})`);
 }
 

@@ -16,6 +16,11 @@ export const topics = {
 export interface StoreEvents {
   on(topic: string, listener: () => void): () => void;
   emit(topic: string): void;
+  /**
+   * How long a long-poll may sleep before it looks again without a wake-up, where announcements
+   * can be lost (Redis pub/sub across a reconnection); undefined: never lost.
+   */
+  readonly recheckMs?: number;
 }
 
 /** In-process events: enough when one server owns the store. */
@@ -30,6 +35,11 @@ export class LocalEvents implements StoreEvents {
       set.delete(listener);
       if (set.size === 0) this.#listeners.delete(topic);
     };
+  }
+
+  /** Wakes every listener of every topic (announcements may have been missed: all look again). */
+  emitAll(): void {
+    for (const set of [...this.#listeners.values()]) for (const listener of [...set]) listener();
   }
 
   emit(topic: string): void {

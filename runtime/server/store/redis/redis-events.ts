@@ -1,6 +1,9 @@
 import type { RedisClient } from "bun";
 import { LocalEvents, type StoreEvents } from "../store-events.ts";
 
+/** See RedisEvents.recheckMs. */
+export const RECHECK_MS = 3_000;
+
 /**
  * Pub/sub carries the topics the scripts announce, so long-polls on any server wake. A job's
  * topic is announced only while some server listens to it (registered in the hash \`listen\`), so
@@ -8,6 +11,8 @@ import { LocalEvents, type StoreEvents } from "../store-events.ts";
  */
 export class RedisEvents implements StoreEvents {
   readonly local = new LocalEvents();
+  /** Messages published while this server's subscription was down are lost: waits look again this often. */
+  readonly recheckMs = RECHECK_MS;
   /** Job topics with listeners here, and how many. */
   readonly #listened = new Map<string, number>();
   /** Job topics whose last listener here left this tick: unregistered after it unless one comes back. */
@@ -49,6 +54,11 @@ export class RedisEvents implements StoreEvents {
 
   emit(topic: string): void {
     void this.client.send("PUBLISH", [this.channel, topic]);
+  }
+
+  /** The subscription is back after a reconnection: what was announced meanwhile is lost, so every wait looks again. */
+  resubscribed(): void {
+    this.local.emitAll();
   }
 
   /** A message is one topic, or a JSON array of the topics one script announced. */

@@ -50,7 +50,16 @@ export class RedisStore implements Store {
     const subscriber = await client.duplicate();
     const watch = watchReplies(client, { timeoutMs: replyTimeoutMs });
     const store = new RedisStore(client, subscriber, prefix, options, watch);
-    await subscriber.subscribe(`${prefix}events`, (message) => store.events.receive(message));
+    const channel = `${prefix}events`;
+    const onMessage = (message: string) => store.events.receive(message);
+    await subscriber.subscribe(channel, onMessage);
+    // Bun reconnects a dropped subscriber but does not subscribe it again (seen with a restarted
+    // redis-server: PUBLISH then reaches no one), and unsubscribing first keeps one handler.
+    subscriber.onconnect = () =>
+      void subscriber
+        .unsubscribe(channel)
+        .then(() => subscriber.subscribe(channel, onMessage))
+        .then(() => store.events.resubscribed(), () => {});
     return store;
   }
 

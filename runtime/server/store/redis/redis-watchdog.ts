@@ -5,6 +5,7 @@ import { StoreUnavailableError } from "../store.ts";
 export const REPLY_TIMEOUT_MS = 10_000;
 
 export interface ReplyWatch {
+  /** Stops watching and connecting again: the store is closing. */
   stop(): void;
 }
 
@@ -28,19 +29,26 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
     waiting--;
     progressAt = performance.now();
   };
-  // After close() Bun does not reconnect by itself: a connect that failed (Redis still paused)
-  // would leave every later call failing at once. So a call on a closed client connects first
-  // (one attempt at a time, bounded by the client's connection timeout).
-  let closedByUs = false;
+  // After close(), or once its own reconnection gave up (onclose), Bun does not reconnect by
+  // itself: every later call would fail at once until a restart. So a call on such a client
+  // connects first (one attempt at a time, bounded by the client's connection timeout).
+  let closed = false;
+  let stopped = false;
   let reconnecting: Promise<void> | undefined;
   const reconnect = () =>
     (reconnecting ??= client.connect().then(
-      () => void ((reconnecting = undefined), (closedByUs = false)),
+      () => {
+        reconnecting = undefined;
+        closed = false;
+        if (stopped) client.close(); // the store closed while this connected
+      },
       () => void (reconnecting = undefined),
     ));
+  client.onclose = () => void (closed = true);
   const unavailable = () => new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`);
   client.send = (async (command: string, args: string[]) => {
-    if (closedByUs && !client.connected) {
+    if (closed && !client.connected) {
+      if (stopped) throw new StoreUnavailableError("the Redis store is closed");
       await reconnect();
       if (!client.connected) throw unavailable();
     }
@@ -59,11 +67,16 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
   const timer = setInterval(() => {
     if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
     trips++;
-    closedByUs = true;
+    closed = true;
     client.close(); // fails every command still waiting
     progressAt = performance.now();
     void reconnect(); // commands sent meanwhile wait for it (or fail with it)
   }, Math.max(1, Math.floor(timeoutMs / 10)));
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
 }

@@ -1,0 +1,39 @@
+import { expect, test } from "bun:test";
+import { ManualClock } from "../../runtime/clock.ts";
+import { LocalEvents, type StoreEvents } from "../../runtime/server/store/store-events.ts";
+import { waitFor } from "../../runtime/server/wait-for.ts";
+
+/** Events whose announcements never come (lost), as across a Redis reconnection. */
+const lossy = (recheckMs?: number): StoreEvents => {
+  const local = new LocalEvents();
+  return { on: (t, l) => local.on(t, l), emit: () => {}, recheckMs };
+};
+
+const parked = async (clock: ManualClock) => {
+  for (let i = 0; i < 100 && clock.sleeping === 0; i++) await Promise.resolve();
+  expect(clock.sleeping).toBe(1);
+};
+
+test("a wait whose announcement was lost looks again after the events' recheck period, not only at its end", async () => {
+  const clock = new ManualClock();
+  let value: string | null = null;
+  const waiting = waitFor({ events: lossy(3_000), clock }, "job:a", 60_000, async () => value);
+  await parked(clock);
+  value = "done"; // changed in the store; its announcement never arrives
+  clock.advance(3_000);
+  expect(await waiting).toBe("done");
+});
+
+test("without a recheck period (announcements never lost) a wait sleeps until its end or a wake-up", async () => {
+  const clock = new ManualClock();
+  let value: string | null = null;
+  let settled = false;
+  const waiting = waitFor({ events: lossy(), clock }, "job:a", 60_000, async () => value).then((v) => ((settled = true), v));
+  await parked(clock);
+  value = "done";
+  clock.advance(3_000);
+  await Promise.resolve();
+  expect(settled).toBe(false);
+  clock.advance(57_000);
+  expect(await waiting).toBe("done");
+});

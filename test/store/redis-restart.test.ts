@@ -1,0 +1,57 @@
+import { expect, test } from "bun:test";
+import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
+import { watchReplies } from "../../runtime/server/store/redis/redis-watchdog.ts";
+import { topics } from "../../runtime/server/store/store-events.ts";
+import { startOwnRedis } from "../helpers/redis-server.ts";
+import { RETENTION } from "./store-suite.ts";
+
+const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+const connect = (url: string) => RedisStore.connect(url, { retention: RETENTION }, "{restart}:", 1_000);
+
+test("after redis-server restarts, each server subscribes again: other servers' announcements wake its waits, and waits parked across the restart look again", async () => {
+  await using redis = await startOwnRedis({ aof: true });
+  const [a, b] = [await connect(redis.url), await connect(redis.url)];
+  let n = 0;
+  const submit = () => b.enqueue({ id: `j${++n}`, endpointId: "ep", input: {}, policy, sync: false }, Date.now());
+  let woken = 0;
+  const off = a.events.on(topics.queue("ep"), () => woken++);
+  let parkedWoken = false;
+  const offParked = a.events.on(topics.queue("other"), () => (parkedWoken = true)); // nothing announces it
+  try {
+    await submit();
+    for (let i = 0; i < 100 && woken === 0; i++) await Bun.sleep(5);
+    expect(woken).toBe(1);
+
+    await redis.restart();
+    // Bun connects again by itself within moments; a submission then must wake a's wait.
+    woken = 0;
+    for (let i = 0; i < 100 && woken === 0; i++) {
+      await submit().catch(() => {}); // refused while b connects again
+      await Bun.sleep(20);
+    }
+    expect(woken).toBeGreaterThan(0);
+    expect(parkedWoken).toBe(true);
+  } finally {
+    off();
+    offParked();
+    await Promise.all([a.close(), b.close()]);
+  }
+});
+
+test("a connection Bun stopped reconnecting (its retries gave up) is connected again by the next call", async () => {
+  await using redis = await startOwnRedis();
+  // autoReconnect off: Bun gives up at once, as it does after maxRetries failed attempts.
+  const client = new Bun.RedisClient(redis.url, { autoReconnect: false, connectionTimeout: 1_000 });
+  await client.connect();
+  const watch = watchReplies(client, { timeoutMs: 1_000 });
+  try {
+    expect(await client.send("PING", [])).toBe("PONG");
+    await redis.restart();
+    let answer = await client.send("PING", []).catch((err: unknown) => err);
+    for (let i = 0; i < 5 && answer !== "PONG"; i++) answer = await client.send("PING", []).catch((err: unknown) => err);
+    expect(answer).toBe("PONG");
+  } finally {
+    watch.stop();
+    client.close();
+  }
+});
