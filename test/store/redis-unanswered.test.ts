@@ -1,5 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { ReservedAdmission } from "../../runtime/server/store/redis/redis-admission.ts";
+import { redisReservations } from "../../runtime/server/store/redis/redis-reservations.ts";
+import { RedisScripts } from "../../runtime/server/store/redis/redis-scripts.ts";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
+import { watchReplies } from "../../runtime/server/store/redis/redis-watchdog.ts";
 import { StoreUnavailableError } from "../../runtime/server/store/store.ts";
 import { startOwnRedis } from "../helpers/redis-server.ts";
 import { startTestServer } from "../helpers/test-server.ts";
@@ -116,4 +120,39 @@ describe("redis admission, when Redis stops answering", () => {
       await Promise.all([a.close(), b.close()]);
     }
   });
+});
+
+test("redis admission: slots a trim could not give back while Redis did not answer are given back once it does", async () => {
+  await using redis = await startOwnRedis();
+  const p = "{unsure-trim}:";
+  const client = new Bun.RedisClient(redis.url, { connectionTimeout: REPLY_TIMEOUT_MS });
+  await client.connect();
+  const watch = watchReplies(client, { timeoutMs: REPLY_TIMEOUT_MS });
+  const backend = redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+  const other = new Bun.RedisClient(redis.url);
+  const b = new ReservedAdmission(redisReservations(other, new RedisScripts(other, [p, RETENTION.syncMs, RETENTION.asyncMs]), p), 10);
+  const a = new ReservedAdmission(backend, 10); // trims every 10 ms: a slot unused for 200 ms is surplus
+  const limit = { requests: 1_000, concurrent: 1 };
+  const now = Date.now();
+  try {
+    const held = await a.admit("ep:run", limit, 10_000, now);
+    expect(held.ok).toBe(true);
+    redis.proc.kill("SIGSTOP");
+    await expect(client.send("PING", [])).rejects.toBeInstanceOf(StoreUnavailableError); // the watch drops the connection
+    if (held.ok) await held.release();
+    await Bun.sleep(400); // a's trims find the slot surplus; giving it back fails (no connection)
+    redis.proc.kill("SIGCONT");
+    let admitted = await b.admit("ep:run", limit, 10_000, now + 1);
+    for (let i = 0; i < 100 && !admitted.ok; i++) {
+      await Bun.sleep(10);
+      admitted = await b.admit("ep:run", limit, 10_000, now + 2 + i);
+    }
+    expect(admitted.ok).toBe(true);
+  } finally {
+    redis.proc.kill("SIGCONT");
+    await Promise.all([a.close(), b.close()]);
+    watch.stop();
+    client.close();
+    other.close();
+  }
 });

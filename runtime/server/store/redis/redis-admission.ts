@@ -238,8 +238,8 @@ export class ReservedAdmission {
       const surplus = Math.min(b.free.length, b.free.length + b.inUse.size - Math.max(...b.peaks));
       const spare = b.free.length + b.inUse.size - b.peak; // not used in this period
       b.peak = b.inUse.size;
-      if (surplus > 0) work.push(this.#backend.giveBack(name, b.free.splice(0, surplus)));
-      if (b.unsure.length > 0) work.push(this.#giveBackUnsure(name, b));
+      if (b.unsure.length > 0) work.push(this.#giveBack(name, b, b.unsure.splice(0)));
+      if (surplus > 0) work.push(this.#giveBack(name, b, b.free.splice(0, surplus)));
       if (spare > Math.max(0, surplus) && ++b.sinceAsked >= WANTED_PERIODS) {
         b.sinceAsked = 0;
         work.push(this.#yieldIfWanted(name, b));
@@ -252,17 +252,21 @@ export class ReservedAdmission {
       if (held.length > 0 || b.unsure.length > 0) holding = true;
     }
     if (holding) this.#armTrim();
-    // A slot that could not be given back is freed by the ten-minute clean-up.
     await Promise.all(work.map((p) => p.catch(() => {})));
   }
 
-  /** Gives back the slots a reservation left unanswered may hold; kept for the next trim when Redis still does not answer. */
-  async #giveBackUnsure(name: string, b: Bucket): Promise<void> {
-    const ids = b.unsure.splice(0);
+  /**
+   * Gives slots back. When Redis does not answer, they may or may not have gone: they are kept
+   * as unsure and given back again on the next trim (a slot given back twice is no harm).
+   */
+  async #giveBack(name: string, b: Bucket, ids: string[]): Promise<void> {
     try {
       await this.#backend.giveBack(name, ids);
     } catch (err) {
-      b.unsure.push(...ids);
+      if (!this.#closed) {
+        b.unsure.push(...ids);
+        this.#armTrim();
+      }
       throw err;
     }
   }
@@ -273,7 +277,7 @@ export class ReservedAdmission {
     const spare = Math.min(b.free.length, b.free.length + b.inUse.size - b.peak);
     if (spare <= 0) return;
     b.peaks = [];
-    await this.#backend.giveBack(name, b.free.splice(0, spare));
+    await this.#giveBack(name, b, b.free.splice(0, spare));
   }
 
   /** Gives every held slot back, those still in use too (the server is stopping). */
