@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { asHttpError } from "./http-error.ts";
+import { httpErrors } from "./http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
@@ -48,6 +48,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 
+  const asHttpError = httpErrors(log);
   app.onError((err, c) => {
     const known = asHttpError(err);
     if (known) return c.json({ error: known.message }, known.status, known.headers);

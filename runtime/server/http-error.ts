@@ -1,5 +1,9 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { Log } from "../log.ts";
 import { StoreUnavailableError } from "./store/store.ts";
+
+/** A store outage is logged at most this often (each request meanwhile answers 503). */
+const OUTAGE_LOG_MS = 10_000;
 
 /** The one error type routes throw; onError answers it as {"error": message} with its status. */
 export class HttpError extends Error {
@@ -13,9 +17,20 @@ export class HttpError extends Error {
   }
 }
 
-/** `err` as the HttpError it is answered with, if it has one (a store that did not answer is a 503). */
-export function asHttpError(err: unknown): HttpError | undefined {
-  if (err instanceof HttpError) return err;
-  if (err instanceof StoreUnavailableError) return new HttpError(503, `store unavailable: ${err.message}; retry later`, { "retry-after": "1" });
-  return undefined;
+/**
+ * `err` as the HttpError it is answered with, if it has one. A store that did not answer is a
+ * 503, and a warning in the log (one per outage and every 10 s while it lasts).
+ */
+export function httpErrors(log: Log): (err: unknown) => HttpError | undefined {
+  let loggedAt = -Infinity;
+  return (err) => {
+    if (err instanceof HttpError) return err;
+    if (!(err instanceof StoreUnavailableError)) return undefined;
+    const now = performance.now();
+    if (now - loggedAt >= OUTAGE_LOG_MS) {
+      loggedAt = now;
+      log.warn("store unavailable: requests answer 503", { error: err.message });
+    }
+    return new HttpError(503, `store unavailable: ${err.message}; retry later`, { "retry-after": "1" });
+  };
 }

@@ -68,9 +68,11 @@ describe("redis store, when Redis stops answering", () => {
     }
   });
 
-  test("a request to a server whose Redis stopped answering gets 503 with a JSON error and Retry-After", async () => {
+  test("a request to a server whose Redis stopped answering gets 503 with a JSON error and Retry-After; the log says so once", async () => {
     await using redis = await startOwnRedis();
-    await using srv = await startTestServer({ store: await connect(redis.url) });
+    const warnings: string[] = [];
+    const log = { info() {}, error() {}, warn: (msg: string) => void warnings.push(msg) };
+    await using srv = await startTestServer({ store: await connect(redis.url), log });
     expect((await srv.json("GET", "/v2/echo/status/nope"))[0]).toBe(404);
     redis.proc.kill("SIGSTOP");
     try {
@@ -78,6 +80,8 @@ describe("redis store, when Redis stops answering", () => {
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("1");
       expect(((await res.json()) as { error: string }).error).toMatch(/^store unavailable: Redis did not answer within 300 ms/);
+      expect((await srv.call("GET", "/v2/echo/status/nope")).status).toBe(503);
+      expect(warnings).toEqual(["store unavailable: requests answer 503"]);
     } finally {
       redis.proc.kill("SIGCONT");
     }

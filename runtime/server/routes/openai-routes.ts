@@ -6,7 +6,7 @@ import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
 import { authenticate, authorize } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { asHttpError } from "../http-error.ts";
+import { httpErrors } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
 import { eventStreamResponse } from "../event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
@@ -55,6 +55,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { jobs } = deps;
   const app = new Hono<AppEnv>();
 
+  const asHttpError = httpErrors(deps.log);
   app.onError((err, c) => {
     if (err instanceof OpenaiError) return c.json(errorBody(err.status, err.message, err.param, err.code), err.status);
     const known = asHttpError(err);
