@@ -32,3 +32,25 @@ test("the queue's order and ranks match a sorted list through random adds and de
   expect(q.size).toBe(model.length);
   expect(q.delete(-5)).toBe(false);
 });
+
+test("memory follows the number of queued jobs, not the range of their seqs: one old job among millions of newer seqs", () => {
+  const q = new SeqQueue();
+  const entry = (seq: number) => ({ id: `j${seq}`, seq, expiresAt: 0, queuedAt: 0, lowPriority: false });
+  q.add(entry(1)); // e.g. a job of a quiet endpoint, or a lowPriority one passed over for hours
+  // Jobs pass through, each taken soon after it came, their seqs climbing into the millions.
+  for (let seq = 1_000; seq < 5_000_000; seq += 997) {
+    q.add(entry(seq));
+    q.delete(seq);
+  }
+  q.add(entry(5_000_000));
+  q.add(entry(5_000_001));
+  expect(q.capacity).toBeLessThanOrEqual(1024);
+  expect([...q.inOrder()].map((e) => e.seq)).toEqual([1, 5_000_000, 5_000_001]);
+  expect(q.rank(5_000_001)).toBe(2);
+  // A job re-queued after a worker loss keeps its place, before newer ones.
+  q.delete(5_000_000);
+  q.add(entry(5_000_000));
+  q.add(entry(4_999_999));
+  expect([...q.inOrder()].map((e) => e.seq)).toEqual([1, 4_999_999, 5_000_000, 5_000_001]);
+  expect(q.rank(5_000_000)).toBe(2);
+});

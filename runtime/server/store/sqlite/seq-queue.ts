@@ -7,15 +7,23 @@ export interface QueuedEntry {
   lowPriority: boolean;
 }
 
+const MIN_SLOTS = 1024;
+
 /**
- * The queued jobs of one endpoint in claim order (by seq), with rank: a Fenwick tree over seq
- * offsets from `#base`, so add, delete, rank (the queue position) and k-th are O(log n) at any
- * backlog. Seqs only grow, so the window is rebuilt (O(n), amortised) when it runs out or a seq
- * below it comes back (a job re-queued after a worker loss keeps its place).
+ * The queued jobs of one endpoint in claim order (by seq), with rank: a Fenwick tree over slots,
+ * each slot holding one seq in ascending order, so add, delete, rank (the queue position) and
+ * k-th are O(log n) at any backlog. New jobs take the next slot (seqs only grow); a job re-queued
+ * after a worker loss keeps its seq and finds its old slot again. When the slots run out (or a
+ * seq has no slot in its place), the live ones are packed into a new array twice their number:
+ * O(n) amortised, and memory follows the number of queued jobs, never the range of their seqs
+ * (one old job queued while millions pass through other endpoints costs one slot).
  */
 export class SeqQueue {
-  #base = 0;
-  #tree = new Int32Array(1025); // 1-based; capacity = length - 1
+  /** The seq of each slot, ascending; a slot whose job left keeps its seq and counts 0. */
+  #seqs = new Float64Array(MIN_SLOTS);
+  /** Slots handed out: [0, #used). */
+  #used = 0;
+  #tree = new Int32Array(MIN_SLOTS + 1); // 1-based over slots
   readonly #entries = new Map<number, QueuedEntry>();
 
   /** Entries with lowPriority (they do not scale workers up). */
@@ -25,17 +33,27 @@ export class SeqQueue {
     return this.#entries.size;
   }
 
+  /** Slots held in memory (for tests: it follows the number of entries, not their seqs). */
+  get capacity(): number {
+    return this.#seqs.length;
+  }
+
   get(seq: number): QueuedEntry | undefined {
     return this.#entries.get(seq);
   }
 
   add(entry: QueuedEntry): void {
-    if (this.#entries.has(entry.seq)) return;
-    const cap = this.#tree.length - 1;
-    if (entry.seq < this.#base || entry.seq >= this.#base + cap) this.#rebuild(entry.seq);
-    this.#entries.set(entry.seq, entry);
+    const { seq } = entry;
+    if (this.#entries.has(seq)) return;
+    this.#entries.set(seq, entry);
     if (entry.lowPriority) this.lowPriority++;
-    this.#update(entry.seq - this.#base + 1, 1);
+    const at = this.#lowerBound(seq);
+    if (at < this.#used && this.#seqs[at] === seq) return this.#update(at + 1, 1); // its old slot
+    if (at === this.#used && at < this.#seqs.length) {
+      this.#seqs[this.#used++] = seq;
+      return this.#update(this.#used, 1);
+    }
+    this.#pack();
   }
 
   delete(seq: number): boolean {
@@ -43,26 +61,38 @@ export class SeqQueue {
     if (!entry) return false;
     this.#entries.delete(seq);
     if (entry.lowPriority) this.lowPriority--;
-    this.#update(seq - this.#base + 1, -1);
+    this.#update(this.#lowerBound(seq) + 1, -1);
     return true;
   }
 
   /** How many queued entries come before `seq`. */
   rank(seq: number): number {
-    const i = Math.min(seq - this.#base, this.#tree.length - 1);
-    return i <= 0 ? 0 : this.#prefix(i);
+    return this.#prefix(this.#lowerBound(seq));
   }
 
   /** The entries in claim order, from the front; stop iterating to stop the walk. */
   *inOrder(): Generator<QueuedEntry> {
     for (let k = 1; k <= this.#entries.size; k++) {
-      const seq = this.#kth(k);
-      if (seq === undefined) return;
-      yield this.#entries.get(seq)!;
+      const slot = this.#kth(k);
+      if (slot === undefined) return;
+      yield this.#entries.get(this.#seqs[slot]!)!;
     }
   }
 
-  /** The seq of the k-th (1-based) entry in claim order. */
+  /** The first slot whose seq is `seq` or more (#used when none). */
+  #lowerBound(seq: number): number {
+    const s = this.#seqs;
+    let lo = 0;
+    let hi = this.#used;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (s[mid]! < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** The slot (0-based) of the k-th (1-based) entry in claim order. */
   #kth(k: number): number | undefined {
     const t = this.#tree;
     const n = t.length - 1;
@@ -76,7 +106,7 @@ export class SeqQueue {
         k -= t[next]!;
       }
     }
-    return pos + 1 <= n ? this.#base + pos : undefined;
+    return pos < this.#used ? pos : undefined;
   }
 
   #update(i: number, delta: number): void {
@@ -90,21 +120,18 @@ export class SeqQueue {
     return sum;
   }
 
-  /** A new window that holds every entry and `seq`, with room to grow. */
-  #rebuild(seq: number): void {
-    let lo = seq;
-    let hi = seq;
-    for (const s of this.#entries.keys()) {
-      if (s < lo) lo = s;
-      if (s > hi) hi = s;
-    }
-    let cap = 1024;
-    while (cap < 2 * (hi - lo + 1)) cap *= 2;
-    this.#base = lo;
+  /** Packs every entry's seq, in order, into new slots with as many free after them. */
+  #pack(): void {
+    const seqs = [...this.#entries.keys()].sort((a, b) => a - b);
+    let cap = MIN_SLOTS;
+    while (cap < 2 * seqs.length) cap *= 2;
+    this.#seqs = new Float64Array(cap);
+    this.#seqs.set(seqs);
+    this.#used = seqs.length;
     this.#tree = new Int32Array(cap + 1);
     const t = this.#tree;
     // Linear build: each node adds itself to its parent.
-    for (const s of this.#entries.keys()) t[s - lo + 1]! += 1;
+    for (let i = 1; i <= seqs.length; i++) t[i] = 1;
     for (let i = 1; i <= cap; i++) {
       const parent = i + (i & -i);
       if (parent <= cap) t[parent]! += t[i]!;
