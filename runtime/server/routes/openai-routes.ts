@@ -1,4 +1,4 @@
-import { Hono, type Context } from "hono";
+import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import { findEndpoint } from "../../config/config.ts";
 import { describeIssues } from "../../protocol/job-request.ts";
@@ -12,8 +12,13 @@ import { eventStreamResponse } from "../event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
 import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
 
-/** The issue's name and the spec's name for the same interface. */
-const BASE = "/:endpoint/:iface{openai|compat}/v1";
+/**
+ * The issue's name and the spec's name for the same interface. Two static prefixes rather than one
+ * `:iface{openai|compat}` pattern: Hono's RegExpRouter takes no pattern beside the static
+ * segments of the other routes (status, run...), and one such route sends the whole app to its
+ * slower TrieRouter.
+ */
+const BASES = ["/:endpoint/openai/v1", "/:endpoint/compat/v1"];
 
 /** Route -> the openai_route its jobs carry (worker-vllm's convention). */
 const ROUTES = { chat: "/v1/chat/completions", completions: "/v1/completions", models: "/v1/models" } as const;
@@ -65,17 +70,17 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     return c.json(errorBody(500, `internal server error (request id ${requestId})`), 500);
   });
 
-  app.use(`${BASE}/*`, authenticate(deps));
-  app.use(`${BASE}/*`, authorize(deps));
   // Endpoints whose handler the server can read must take the OpenAI form of input; endpoints
   // served by outside workers (worker-vllm) are trusted to.
-  app.use(`${BASE}/*`, async (c, next) => {
+  const servesOpenai: MiddlewareHandler<AppEnv> = async (c, next) => {
     const schema = await deps.inputSchemas?.get(c.var.endpointId);
     if (schema && !schema.safeParse({ openai_route: ROUTES.models }).success) {
       throw new OpenaiError(404, `endpoint ${c.var.endpointId} does not serve the OpenAI-compatible interface (its handler takes no openai_route input)`);
     }
     await next();
-  });
+  };
+  const [auth, authz] = [authenticate(deps), authorize(deps)];
+  for (const base of BASES) app.use(`${base}/*`, auth, authz, servesOpenai);
 
   /** The OpenAI form of an input-schema failure: the field at fault as `param`, without openai_input. */
   function invalid(error: z.ZodError): OpenaiError {
@@ -187,12 +192,14 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     return body as Record<string, unknown>;
   }
 
-  app.post(`${BASE}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.chat, await requestBody(c, chatCompletionRequestSchema)));
-  app.post(`${BASE}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.completions, await requestBody(c, completionRequestSchema)));
-  app.get(`${BASE}/models`, (c) => relay(c, ROUTES.models));
-  app.all(`${BASE}/*`, (c) => {
-    throw new OpenaiError(404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}; this interface has POST chat/completions, POST completions and GET models`);
-  });
+  for (const base of BASES) {
+    app.post(`${base}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.chat, await requestBody(c, chatCompletionRequestSchema)));
+    app.post(`${base}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.completions, await requestBody(c, completionRequestSchema)));
+    app.get(`${base}/models`, (c) => relay(c, ROUTES.models));
+    app.all(`${base}/*`, (c) => {
+      throw new OpenaiError(404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}; this interface has POST chat/completions, POST completions and GET models`);
+    });
+  }
 
   return app;
 }
