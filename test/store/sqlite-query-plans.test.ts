@@ -34,6 +34,8 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health o
     expect(JSON.stringify((await store.get("ep", "long", T0))?.input).length).toBeGreaterThan(10_000);
     await store.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
     await store.claim("ep", "w", 3, T0);
+    await store.returnJobs("w", ["j2"], T0);
+    await store.claim("ep", "w", 1, T0);
     await store.progress("w", "j0", { pct: 1 }, T0);
     await store.appendChunks("w", "j0", ["a"], T0);
     await store.readStream("ep", "j0", T0);

@@ -260,6 +260,20 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.get("ep", "lost", T0 + 50_001))!.error).toContain("worker dies-too was lost");
     }));
 
+    test("returned jobs go back in their place, IN_QUEUE, with no loss counted; others' and finished ones stay", withStore(async (s) => {
+      for (const id of ["a", "b", "c"]) await s.enqueue(newJob(id), T0);
+      const [a, b] = await s.claim("ep", "w", 2, T0);
+      await s.finish("w", b!.id, { output: 1 }, false, T0);
+      await s.returnJobs("other", [a!.id], T0); // not that worker's
+      expect((await s.get("ep", "a", T0))!.status).toBe("IN_PROGRESS");
+      await s.returnJobs("w", [a!.id, b!.id], T0);
+      expect((await s.get("ep", "a", T0))!).toMatchObject({ status: "IN_QUEUE", losses: 0 });
+      expect((await s.get("ep", "b", T0))!.status).toBe("COMPLETED");
+      expect((await s.health("ep", T0, 60_000)).jobs).toMatchObject({ inQueue: 2, inProgress: 0, completed: 1 });
+      expect(await s.queuePosition("ep", "a", T0)).toBe(0);
+      expect((await s.claim("ep", "w2", 5, T0)).map((j) => j.id)).toEqual(["a", "c"]);
+    }));
+
     test("scaling stats leave lowPriority jobs out of the queue that scales", withStore(async (s) => {
       await s.enqueue(newJob("low", { policy: { ...policy, lowPriority: true } }), T0);
       await s.enqueue(newJob("n1"), T0 + 5);

@@ -238,6 +238,12 @@ export class JobService {
         jobs = [...jobs, ...(await this.#store.claim(endpointId, workerId, max - jobs.length, this.#clock.now()))];
       }
     }
+    if (jobs && signal?.aborted) {
+      // The worker went away as its jobs were written: they go back in their place, and its
+      // going away counts as no loss against them.
+      await this.#store.returnJobs(workerId, jobs.map((j) => j.id), this.#clock.now());
+      return null;
+    }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });
     return jobs;
   }

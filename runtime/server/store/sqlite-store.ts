@@ -156,6 +156,10 @@ export class SqliteStore implements Store {
     return this.#tx((announce) => jobTransitions.claim(this.#sql, endpointId, workerId, max, now, announce));
   }
 
+  async returnJobs(workerId: string, jobIds: string[], _now: number): Promise<void> {
+    if (jobIds.length) await this.#tx((announce) => jobTransitions.returnJobs(this.#sql, workerId, jobIds, announce));
+  }
+
   async progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean> {
     return this.#tx((announce) => jobTransitions.progress(this.#sql, workerId, jobId, value, now, announce));
   }

@@ -170,6 +170,12 @@ export interface Store {
   setExpiry(endpointId: string, jobId: string, expiresAt: number, now: number): Promise<StoredJob | null>;
   /** Moves up to `max` queued jobs, oldest first, to IN_PROGRESS on `workerId`. */
   claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]>;
+  /**
+   * Puts jobs a worker was given but never received (its job-take went away as they were
+   * written) back in the queue, in their place, counting no worker loss. Jobs no longer
+   * IN_PROGRESS on that worker stay as they are.
+   */
+  returnJobs(workerId: string, jobIds: string[], now: number): Promise<void>;
   /** Records a progress value; false when the job is not running on that worker. */
   progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean>;
   /** Appends stream chunks; false when the job is not running on that worker. */

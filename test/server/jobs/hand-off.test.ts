@@ -83,3 +83,20 @@ test("a batch taker handed a job also gets the jobs queued beside it in the same
   expect((await store.health("ep", clock.now(), 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 3 });
   await store.close();
 });
+
+test("a worker whose client goes away while it is being handed a job does not keep it: the job is queued again, no loss counted", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const gone = new AbortController();
+  const waiting = jobs.take("ep", "w-gone", 1, 60_000, gone.signal);
+  while (clock.sleeping === 0) await Promise.resolve();
+  const submitted = jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false });
+  for (let i = 0; i < 20; i++) await Promise.resolve(); // the hand-off is chosen; its write waits for the next turn
+  gone.abort();
+  const job = await submitted;
+  expect(await waiting).toBeNull();
+  expect((await store.get("ep", job.id, clock.now()))!).toMatchObject({ status: "IN_QUEUE", losses: 0 });
+  expect((await jobs.take("ep", "w2", 1, 0))?.map((j) => j.id)).toEqual([job.id]);
+  await store.close();
+});

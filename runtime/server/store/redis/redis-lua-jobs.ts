@@ -54,6 +54,21 @@ end
 if #out > 0 then redis.call('ZADD', P .. 'wact', now, w) end
 return out`,
 
+  /** ARGV5 worker, ARGV6.. jobs it was given but never received: queued again in their place, no loss counted. */
+  returnJobs: `
+local w = ARGV[5]
+for i = 6, #ARGV do
+  local j = job(ARGV[i])
+  if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == w then
+    unrun(j)
+    drop(j, {'worker', 'started', 'deadline', 'progress'})
+    setStatus(j, 'IN_QUEUE', tonumber(j.expires))
+    redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
+    pub('queue:' .. j.ep); pub('job:' .. j.id)
+  end
+end
+return 0`,
+
   /** ARGV5 worker, ARGV6 job, ARGV7 progress JSON. */
   progress: `
 local j = job(ARGV[6])

@@ -117,6 +117,10 @@ export class RedisStore implements Store {
     return rows.map((r) => toJob(JSON.parse(r)));
   }
 
+  async returnJobs(workerId: string, jobIds: string[], now: number): Promise<void> {
+    if (jobIds.length) await this.#scripts.run("returnJobs", [now, workerId, ...jobIds]);
+  }
+
   async progress(workerId: string, jobId: string, value: unknown, now: number): Promise<boolean> {
     return (await this.#scripts.run("progress", [now, workerId, jobId, JSON.stringify(value ?? null)])) === 1;
   }

@@ -112,6 +112,21 @@ export const jobTransitions = {
     return jobs;
   },
 
+  returnJobs(s: SqliteContext, workerId: string, jobIds: string[], announce: Announce): void {
+    const back = s.db.query<JobRow, [string, string]>(
+      `UPDATE jobs SET status = 'IN_QUEUE', worker_id = NULL, started_at = NULL, deadline = NULL, progress = NULL
+       WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' RETURNING *`,
+    );
+    for (const id of jobIds) {
+      const row = back.get(id, workerId);
+      if (!row) continue;
+      const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
+      s.index.queued(row.endpoint, "IN_PROGRESS", { id, seq: row.seq, expiresAt: row.expires_at, queuedAt: row.queued_at, lowPriority });
+      announce(topics.job(id));
+      announce(topics.queue(row.endpoint));
+    }
+  },
+
   progress(s: SqliteContext, workerId: string, jobId: string, value: unknown, now: number, announce: Announce): boolean {
     const changed = s.db
       .query(`UPDATE jobs SET progress = ? WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?`)
