@@ -22,6 +22,15 @@ export class HttpError extends Error {
  * 503, and a warning in the log (one per outage and every 10 s while it lasts).
  */
 export function httpErrors(log: Log): (err: unknown) => HttpError | undefined {
+  let answer = answers.get(log);
+  if (!answer) answers.set(log, (answer = outageAware(log)));
+  return answer;
+}
+
+/** One per log, so that the app's and the OpenAI routes' error handlers share the throttle. */
+const answers = new WeakMap<Log, (err: unknown) => HttpError | undefined>();
+
+function outageAware(log: Log): (err: unknown) => HttpError | undefined {
   let loggedAt = -Infinity;
   return (err) => {
     if (err instanceof HttpError) return err;

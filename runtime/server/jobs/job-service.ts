@@ -241,7 +241,8 @@ export class JobService {
     if (jobs && signal?.aborted) {
       // The worker went away as its jobs were written: they go back in their place, and its
       // going away counts as no loss against them.
-      await this.#store.returnJobs(workerId, jobs.map((j) => j.id), this.#clock.now());
+      // If the store cannot take them back now, the worker-loss rule will.
+      await this.#store.returnJobs(workerId, jobs.map((j) => j.id), this.#clock.now()).catch(() => {});
       return null;
     }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });

@@ -3,6 +3,30 @@ import { LocalEvents, type StoreEvents } from "../store-events.ts";
 
 /** See RedisEvents.recheckMs. */
 export const RECHECK_MS = 3_000;
+/** How often a subscriber Bun gave up on tries to connect again. */
+const SUBSCRIBER_RETRY_MS = 1_000;
+
+/**
+ * Subscribes `subscriber` to the events channel and keeps it subscribed until `closing()`. Bun
+ * reconnects a dropped subscriber but does not subscribe it again (seen with a restarted
+ * redis-server: PUBLISH then reaches no one), so each reconnection subscribes again (unsubscribing
+ * first keeps one handler) and wakes every wait to look again. After about 30 s without Redis
+ * Bun stops reconnecting (onclose): it is then tried again every second.
+ */
+export async function keepSubscribed(subscriber: RedisClient, channel: string, events: RedisEvents, closing: () => boolean): Promise<void> {
+  const onMessage = (message: string) => events.receive(message);
+  await subscriber.subscribe(channel, onMessage);
+  subscriber.onconnect = () =>
+    void subscriber
+      .unsubscribe(channel)
+      .then(() => subscriber.subscribe(channel, onMessage))
+      .then(() => events.resubscribed(), () => {});
+  const retry = () => {
+    if (closing() || subscriber.connected) return;
+    subscriber.connect().catch(() => setTimeout(retry, SUBSCRIBER_RETRY_MS).unref());
+  };
+  subscriber.onclose = () => void (closing() || setTimeout(retry, SUBSCRIBER_RETRY_MS).unref());
+}
 
 /**
  * Pub/sub carries the topics the scripts announce, so long-polls on any server wake. A job's

@@ -9,7 +9,7 @@ import type {
 import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
-import { RedisEvents } from "./redis-events.ts";
+import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
@@ -29,6 +29,7 @@ export class RedisStore implements Store {
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
   readonly #watch: ReplyWatch;
+  #closing = false;
 
   private constructor(client: RedisClient, subscriber: RedisClient, prefix: string, options: StoreOptions, watch: ReplyWatch) {
     this.#watch = watch;
@@ -50,16 +51,7 @@ export class RedisStore implements Store {
     const subscriber = await client.duplicate();
     const watch = watchReplies(client, { timeoutMs: replyTimeoutMs });
     const store = new RedisStore(client, subscriber, prefix, options, watch);
-    const channel = `${prefix}events`;
-    const onMessage = (message: string) => store.events.receive(message);
-    await subscriber.subscribe(channel, onMessage);
-    // Bun reconnects a dropped subscriber but does not subscribe it again (seen with a restarted
-    // redis-server: PUBLISH then reaches no one), and unsubscribing first keeps one handler.
-    subscriber.onconnect = () =>
-      void subscriber
-        .unsubscribe(channel)
-        .then(() => subscriber.subscribe(channel, onMessage))
-        .then(() => store.events.resubscribed(), () => {});
+    await keepSubscribed(subscriber, `${prefix}events`, store.events, () => store.#closing);
     return store;
   }
 
@@ -299,6 +291,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     await this.#admission.close(); // its give-back is still bounded by the watch
     this.#watch.stop();
     this.#subscriber.close();

@@ -13,10 +13,11 @@ const MIN_SLOTS = 1024;
  * The queued jobs of one endpoint in claim order (by seq), with rank: a Fenwick tree over slots,
  * each slot holding one seq in ascending order, so add, delete, rank (the queue position) and
  * k-th are O(log n) at any backlog. New jobs take the next slot (seqs only grow); a job re-queued
- * after a worker loss keeps its seq and finds its old slot again. When the slots run out (or a
- * seq has no slot in its place), the live ones are packed into a new array twice their number:
- * O(n) amortised, and memory follows the number of queued jobs, never the range of their seqs
- * (one old job queued while millions pass through other endpoints costs one slot).
+ * after a worker loss keeps its seq and finds its old slot again. When the slots run out, or a
+ * seq has no slot in its place (its slot was packed away while it ran), the live ones are packed
+ * into a new array twice their number, once before the next read however many came back: O(n)
+ * amortised, and memory follows the number of queued jobs, never the range of their seqs (one
+ * old job queued while millions pass through other endpoints costs one slot).
  */
 export class SeqQueue {
   /** The seq of each slot, ascending; a slot whose job left keeps its seq and counts 0. */
@@ -25,6 +26,8 @@ export class SeqQueue {
   #used = 0;
   #tree = new Int32Array(MIN_SLOTS + 1); // 1-based over slots
   readonly #entries = new Map<number, QueuedEntry>();
+  /** Seqs of entries with no slot yet (none had their place): packed in before the tree is read. */
+  #pending: number[] = [];
 
   /** Entries with lowPriority (they do not scale workers up). */
   lowPriority = 0;
@@ -53,12 +56,13 @@ export class SeqQueue {
       this.#seqs[this.#used++] = seq;
       return this.#update(this.#used, 1);
     }
-    this.#pack();
+    this.#pending.push(seq); // packed with any others that come back before the next read
   }
 
   delete(seq: number): boolean {
     const entry = this.#entries.get(seq);
     if (!entry) return false;
+    if (this.#pending.length) this.#pack();
     this.#entries.delete(seq);
     if (entry.lowPriority) this.lowPriority--;
     this.#update(this.#lowerBound(seq) + 1, -1);
@@ -67,11 +71,13 @@ export class SeqQueue {
 
   /** How many queued entries come before `seq`. */
   rank(seq: number): number {
+    if (this.#pending.length) this.#pack();
     return this.#prefix(this.#lowerBound(seq));
   }
 
   /** The entries in claim order, from the front; stop iterating to stop the walk. */
   *inOrder(): Generator<QueuedEntry> {
+    if (this.#pending.length) this.#pack();
     for (let k = 1; k <= this.#entries.size; k++) {
       const slot = this.#kth(k);
       if (slot === undefined) return;
@@ -120,9 +126,22 @@ export class SeqQueue {
     return sum;
   }
 
-  /** Packs every entry's seq, in order, into new slots with as many free after them. */
+  /**
+   * Packs every entry's seq, in order, into new slots with as many free after them: the slots
+   * still in use (already in order) merged with the pending seqs (sorted), O(n).
+   */
   #pack(): void {
-    const seqs = [...this.#entries.keys()].sort((a, b) => a - b);
+    const pending = this.#pending.sort((a, b) => a - b);
+    this.#pending = [];
+    const seqs: number[] = [];
+    let p = 0;
+    for (let i = 0; i < this.#used; i++) {
+      const slot = this.#seqs[i]!;
+      if (!this.#entries.has(slot)) continue;
+      while (p < pending.length && pending[p]! < slot) seqs.push(pending[p++]!);
+      seqs.push(slot);
+    }
+    while (p < pending.length) seqs.push(pending[p++]!);
     let cap = MIN_SLOTS;
     while (cap < 2 * seqs.length) cap *= 2;
     this.#seqs = new Float64Array(cap);
