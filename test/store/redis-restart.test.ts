@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
 import { watchReplies } from "../../runtime/server/store/redis/redis-watchdog.ts";
+import { keepSubscribed, RedisEvents } from "../../runtime/server/store/redis/redis-events.ts";
 import { topics } from "../../runtime/server/store/store-events.ts";
 import { startOwnRedis } from "../helpers/redis-server.ts";
 import { RETENTION } from "./store-suite.ts";
@@ -53,5 +54,33 @@ test("a connection Bun stopped reconnecting (its retries gave up) is connected a
   } finally {
     watch.stop();
     client.close();
+  }
+});
+
+test("a subscriber Bun stopped reconnecting is connected and subscribed again, and its waits look again", async () => {
+  await using redis = await startOwnRedis();
+  const publisher = new Bun.RedisClient(redis.url);
+  // autoReconnect off: Bun gives up at once, as it does after about 30 s without Redis.
+  const subscriber = new Bun.RedisClient(redis.url, { autoReconnect: false });
+  await subscriber.connect();
+  const events = new RedisEvents(publisher, "{sub}:events", "{sub}:listen");
+  let closed = false;
+  await keepSubscribed(subscriber, "{sub}:events", events, () => closed);
+  let heard = 0;
+  let parkedWoken = false;
+  const off = [events.on(topics.queue("ep"), () => heard++), events.on(topics.queue("other"), () => (parkedWoken = true))];
+  try {
+    await redis.restart();
+    for (let i = 0; i < 100 && heard === 0; i++) {
+      await publisher.send("PUBLISH", ["{sub}:events", topics.queue("ep")]).catch(() => {}); // the publisher reconnects by itself
+      await Bun.sleep(50);
+    }
+    expect(heard).toBeGreaterThan(0);
+    expect(parkedWoken).toBe(true);
+  } finally {
+    closed = true;
+    off.forEach((f) => f());
+    subscriber.close();
+    publisher.close();
   }
 });
