@@ -61,10 +61,7 @@ for i = 6, #ARGV do
   local j = job(ARGV[i])
   if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == w then
     unrun(j)
-    drop(j, {'worker', 'started', 'deadline', 'progress'})
-    setStatus(j, 'IN_QUEUE', tonumber(j.expires))
-    redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
-    pub('queue:' .. j.ep); pub('job:' .. j.id)
+    requeue(j)
   end
 end
 return 0`,

@@ -89,14 +89,18 @@ local function ended(j, status, fields)
   owe(j)
   pub('job:' .. j.id)
 end
+-- A running job (already unrun) back in its queue, in its place, with \`fields\` written too.
+local function requeue(j, fields)
+  drop(j, {'worker', 'started', 'deadline', 'progress'})
+  setStatus(j, 'IN_QUEUE', tonumber(j.expires), fields)
+  redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
+  pub('queue:' .. j.ep); pub('job:' .. j.id)
+end
 -- The worker-loss rule for one job: re-queued the first time, FAILED the second.
 local function lose(j, w, why)
   unrun(j)
   if tonumber(j.losses) == 0 then
-    drop(j, {'worker', 'started', 'deadline', 'progress'})
-    setStatus(j, 'IN_QUEUE', tonumber(j.expires), {'losses', '1'})
-    redis.call('ZADD', P .. 'q:' .. j.ep, j.seq, j.id)
-    pub('queue:' .. j.ep); pub('job:' .. j.id)
+    requeue(j, {'losses', '1'})
     return 'requeued'
   end
   ended(j, 'FAILED', {'error', cjson.encode('worker ' .. w .. ' was lost while running the job (' .. why .. '), twice')})

@@ -95,6 +95,14 @@ export class SqliteContext {
     this.#active.clear();
   }
 
+  /** A running job put back in its queue, in its place (its row already IN_QUEUE): memory and announcements. */
+  requeued(row: JobRow, announce: Announce): void {
+    const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
+    this.index.queued(row.endpoint, "IN_PROGRESS", { id: row.id, seq: row.seq, expiresAt: row.expires_at, queuedAt: row.queued_at, lowPriority });
+    announce(topics.job(row.id));
+    announce(topics.queue(row.endpoint));
+  }
+
   /** Tells the worker running a job to stop it. */
   stop(workerId: string | null, jobId: string, announce: Announce): void {
     if (!workerId) return;

@@ -22,14 +22,7 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
            progress = NULL WHERE id = ?`,
       )
       .run(j.id);
-    s.index.queued(j.endpoint, "IN_PROGRESS", {
-      id: j.id,
-      seq: j.seq,
-      expiresAt: j.expires_at,
-      queuedAt: j.queued_at,
-      lowPriority: (JSON.parse(j.policy) as StoredJob["policy"]).lowPriority,
-    });
-    announce(topics.queue(j.endpoint));
+    s.requeued(j, announce);
     return "requeued";
   }
   s.db

@@ -119,11 +119,7 @@ export const jobTransitions = {
     );
     for (const id of jobIds) {
       const row = back.get(id, workerId);
-      if (!row) continue;
-      const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
-      s.index.queued(row.endpoint, "IN_PROGRESS", { id, seq: row.seq, expiresAt: row.expires_at, queuedAt: row.queued_at, lowPriority });
-      announce(topics.job(id));
-      announce(topics.queue(row.endpoint));
+      if (row) s.requeued(row, announce);
     }
   },
 
