@@ -42,7 +42,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     await s.close();
     // Turn the file back into what schema 6 wrote: its indexes, no output_chunk, a result's chunk as a row.
     const db = new Database(join(dir, "spool.db"));
-    db.run(`DROP INDEX jobs_queued; DROP INDEX jobs_in_progress; ALTER TABLE jobs DROP COLUMN output_chunk;
+    db.run(`DROP INDEX jobs_in_progress; ALTER TABLE jobs DROP COLUMN output_chunk;
       CREATE INDEX jobs_deadline ON jobs(deadline) WHERE status = 'IN_PROGRESS';
       CREATE INDEX jobs_queue ON jobs(endpoint, status, seq);
       CREATE INDEX jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
@@ -61,7 +61,35 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     const after = new Database(join(dir, "spool.db"));
     const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress", "jobs_queued"]);
+    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("sqlite: a file of schema 8 opens without the on-disk queue index, and its queue still claims and purges in order", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const T0 = 1_790_000_000_000;
+    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
+    await s.close();
+    const db = new Database(join(dir, "spool.db"));
+    db.run("CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; PRAGMA user_version = 8;");
+    db.close();
+
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    expect((await s.claim("ep", "w", 1, T0)).map((j) => j.id)).toEqual(["a"]);
+    expect(await s.purgeQueue("ep", T0)).toBe(3);
+    expect((await s.health("ep", T0, 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
+    expect(await s.get("ep", "b", T0)).toBeNull();
+    await s.close();
+    const after = new Database(join(dir, "spool.db"));
+    const version = after.query<{ user_version: number }, []>("PRAGMA user_version").get()!.user_version;
+    const queuedIndex = after.query("SELECT name FROM sqlite_master WHERE name = 'jobs_queued'").get();
+    after.close();
+    expect([version, queuedIndex]).toEqual([9, null]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -28,7 +28,6 @@ CREATE TABLE IF NOT EXISTS jobs (
   chunk_count INTEGER NOT NULL DEFAULT 0,
   chunks_read INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE';
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs(expires_at);
 -- Running jobs, by worker: one index for a worker's jobs and for the deadline sweep (which reads
 -- every running job: their number is bounded by the workers' slots, not by the queue).
@@ -107,6 +106,9 @@ export const MIGRATIONS: Record<number, string> = {
   // jobs_in_progress (in SCHEMA) replaces two indexes of running jobs: a take and a result each
   // change one index page fewer.
   8: `DROP INDEX IF EXISTS jobs_deadline; DROP INDEX IF EXISTS jobs_worker_running;`,
+  // The queue lives in memory (claims, positions and purges read it), read back from the table
+  // when the store opens: a submission and a take each change one index page fewer.
+  9: `DROP INDEX IF EXISTS jobs_queued;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
