@@ -12,15 +12,35 @@ function escapedBytes(code: number): number {
   return 3;
 }
 
+/** Characters JSON does not write as one byte of their own: escapes, quotes, non-ASCII. */
+const NOT_PLAIN = /[\u0000-\u001f"\\\u0080-\uffff]/g;
+
 /**
  * Splits a string into pieces whose JSON text is at most `max` UTF-8 bytes (quotes aside), never
- * inside a character: one pass over the char codes, the pieces sliced out (linear in the length).
+ * inside a character, each piece as long as fits. Linear in the length: runs of plain ASCII (one
+ * byte each) are found by a native search and skipped over whole; other characters are counted
+ * one by one.
  */
 function splitString(s: string, max: number): string[] {
   const pieces: string[] = [];
   let start = 0;
   let bytes = 0;
   for (let i = 0; i < s.length; ) {
+    NOT_PLAIN.lastIndex = i;
+    const plainEnd = NOT_PLAIN.exec(s)?.index ?? s.length;
+    while (i < plainEnd) {
+      const room = max - bytes;
+      if (plainEnd - i <= room) {
+        bytes += plainEnd - i;
+        i = plainEnd;
+        break;
+      }
+      if (room > 0) i += room;
+      pieces.push(s.slice(start, i));
+      start = i;
+      bytes = 0;
+    }
+    if (i >= s.length) break;
     const c = s.charCodeAt(i);
     const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
     const units = pair ? 2 : 1;

@@ -35,3 +35,22 @@ test("an output of several megabytes splits into pieces of at most 1 MB that joi
   expect(pieces.length).toBe(4);
   expect(splitChunk({ small: true })).toEqual([{ small: true }]);
 });
+
+test("each piece of a split string is as long as fits, also where long runs of plain ASCII meet other characters", () => {
+  // A stored result's stream is cut again when read, so the cuts must be the one greedy answer.
+  let seed = 11;
+  const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed);
+  const special = ['"', "\\", "\n", "\u0001", "é", "中", "😀", "\ud800"];
+  for (const max of [5, 64, 1000]) {
+    const s = Array.from({ length: 400 }, () => (next() % 3 ? "a".repeat(next() % 300) : special[next() % special.length])).join("");
+    const pieces = splitChunk(s, max + 2) as string[]; // strings are cut to max - 2 (their quotes)
+    expect(pieces.join("")).toBe(s);
+    for (let i = 0; i < pieces.length; i++) {
+      expect(bytes(pieces[i]) - 2).toBeLessThanOrEqual(max);
+      if (i === pieces.length - 1) continue;
+      const after = pieces[i + 1]!;
+      const first = after.codePointAt(0)! > 0xffff && (after.charCodeAt(1) & 0xfc00) === 0xdc00 ? after.slice(0, 2) : after.slice(0, 1);
+      expect(bytes(pieces[i] + first) - 2).toBeGreaterThan(max);
+    }
+  }
+});
