@@ -392,6 +392,48 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.queueDepth("ep", T0 + 10_001)).toBe(2);
     }));
 
+    test("a job leaves the counts once the expiry its last change set has passed, though earlier reads saw later expiries", withStore(async (s) => {
+      const jobs = (now: number) => s.health("ep", now, 60_000).then((h) => h.jobs);
+      const keep = RETENTION.asyncMs;
+      const quick = { ...policy, executionTimeout: 5_000 };
+      // Each step first reads while every expiry is a day away, then makes one that comes sooner.
+      for (const id of ["slow", "kept"]) await s.enqueue(newJob(id, { policy: quick }), T0);
+      expect(await jobs(T0)).toMatchObject({ inQueue: 2 });
+      await s.claim("ep", "w", 1, T0); // slow
+      await s.touchWorker("w", "ep", T0 + 6_000);
+      await s.sweep(T0 + 6_000, 60_000); // slow timed out at T0 + 6 s: kept until then + keep
+      expect(await jobs(T0 + 5_999 + keep)).toMatchObject({ failed: 1, inQueue: 1 });
+      expect(await jobs(T0 + 6_000 + keep)).toMatchObject({ failed: 0, inQueue: 1 });
+
+      const t1 = T0 + 6_000 + keep;
+      await s.sweep(t1, 60_000);
+      await s.enqueue(newJob("done", { policy: quick }), t1);
+      expect(await jobs(t1)).toMatchObject({ failed: 0, inQueue: 2 });
+      expect((await s.claim("ep", "w", 1, t1)).map((j) => j.id)).toEqual(["kept"]);
+      await s.finish("w", "kept", { output: 1 }, false, t1);
+      expect(await jobs(t1 + keep - 1)).toMatchObject({ completed: 1, inQueue: 1 });
+      expect(await jobs(t1 + keep)).toMatchObject({ completed: 0, inQueue: 1 });
+
+      const t2 = t1 + keep;
+      await s.sweep(t2, 60_000);
+      expect(await jobs(t2)).toMatchObject({ completed: 0, inQueue: 1 });
+      await s.setExpiry("ep", "done", t2 + 1_000, t2);
+      expect(await jobs(t2 + 999)).toMatchObject({ inQueue: 1 });
+      expect(await jobs(t2 + 1_000)).toMatchObject({ inQueue: 0 });
+
+      const t3 = t2 + 1_000;
+      await s.sweep(t3, 60_000);
+      await s.enqueue(newJob("again", { policy: { ...quick, ttl: 10_000 } }), t3);
+      await s.enqueue(newJob("later"), t3);
+      await s.claim("ep", "w", 1, t3);
+      await s.finish("w", "again", { error: "x" }, false, t3);
+      await s.sweep(t3 + 20_000, 60_000); // again's ttl has passed, but it is FAILED: kept
+      expect(await jobs(t3 + 20_000)).toMatchObject({ failed: 1, inQueue: 1 });
+      await s.retry("ep", "again", t3 + 20_000); // queued again, for its ttl of 10 s
+      expect(await jobs(t3 + 29_999)).toMatchObject({ failed: 0, inQueue: 2 });
+      expect(await jobs(t3 + 30_000)).toMatchObject({ failed: 0, inQueue: 1 });
+    }));
+
     test("events: a queued job, a stop and a revoked key are announced", withStore(async (s) => {
       const heard: string[] = [];
       const offs = [topics.queue("ep"), topics.stop("w"), topics.keys].map((t) => s.events.on(t, () => heard.push(t)));

@@ -25,6 +25,8 @@ export class SqliteContext {
   readonly #retention: StoreOptions["retention"];
   #seq: number;
   readonly #active = new Map<string, number>();
+  /** No row's expires_at is below this (-Infinity: not known yet), so reads need not look for expired rows before it. */
+  #noExpiryBefore = -Infinity;
 
   constructor(db: Database, retention: StoreOptions["retention"]) {
     this.db = db;
@@ -36,6 +38,25 @@ export class SqliteContext {
   /** The queue position of a job enqueued (or requeued by a retry) now. */
   nextSeq(): number {
     return ++this.#seq;
+  }
+
+  /** An expires_at this transaction writes (returned, to bind): the lower bound follows it down. */
+  expiring(at: number): number {
+    if (at < this.#noExpiryBefore) this.#noExpiryBefore = at;
+    return at;
+  }
+
+  /**
+   * Whether any row has expired and not been swept yet. Usually answered from the lower bound
+   * without a statement: a read outside a transaction takes SQLite's read lock, which costs
+   * a /run more than the probe itself. Once a probe finds none, the bound is the earliest
+   * expiry in the table (one index probe).
+   */
+  anyExpired(now: number): boolean {
+    if (this.#noExpiryBefore > now) return false;
+    if (this.db.query<{ x: number }, [number]>("SELECT 1 AS x FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? LIMIT 1").get(now)) return true;
+    this.#noExpiryBefore = this.db.query<{ m: number | null }, []>("SELECT MIN(expires_at) AS m FROM jobs").get()?.m ?? Infinity;
+    return false;
   }
 
   /** How long a job is kept once it reaches a final state. */
@@ -93,6 +114,7 @@ export class SqliteContext {
   rolledBack(): void {
     this.index.rebuild();
     this.#active.clear();
+    this.#noExpiryBefore = -Infinity;
   }
 
   /** A running job put back in its queue, in its place (its row already IN_QUEUE): memory and announcements. */

@@ -30,7 +30,7 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
       `UPDATE jobs SET status = 'FAILED', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
          expires_at = ? WHERE id = ?`,
     )
-    .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), now + s.retentionOf(j), j.id);
+    .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), s.expiring(now + s.retentionOf(j)), j.id);
   s.index.move(j.endpoint, "IN_PROGRESS", "FAILED");
   s.owe(j.id, now, announce);
   return "lost";
@@ -122,7 +122,7 @@ export const duties = {
           `UPDATE jobs SET status = 'TIMED_OUT', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
              expires_at = ? WHERE id = ?`,
         )
-        .run(now, JSON.stringify(`execution timeout of ${timeout} ms exceeded`), now + s.retentionOf(j), j.id);
+        .run(now, JSON.stringify(`execution timeout of ${timeout} ms exceeded`), s.expiring(now + s.retentionOf(j)), j.id);
       s.index.move(j.endpoint, "IN_PROGRESS", "TIMED_OUT");
       s.stop(j.worker_id, j.id, announce);
       announce(topics.job(j.id));

@@ -107,7 +107,7 @@ export const jobReads = {
       .query<{ seq: number }, [string, string, number]>("SELECT seq FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
       .get(jobId, endpointId, now);
     if (!row) return null;
-    if (!anyExpired(s, now)) return s.index.of(endpointId).queue.rank(row.seq);
+    if (!s.anyExpired(now)) return s.index.of(endpointId).queue.rank(row.seq);
     const expiredAhead = s.db
       .query<{ n: number }, [number, string, number]>(
         "SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? AND status = 'IN_QUEUE' AND seq < ?",
@@ -124,7 +124,7 @@ export const jobReads = {
  */
 function liveCounts(s: SqliteContext, endpointId: string, now: number): Record<JobStatus, number> {
   const n = { ...s.index.of(endpointId).counts };
-  if (!anyExpired(s, now)) return n;
+  if (!s.anyExpired(now)) return n;
   const expired = s.db
     .query<{ status: JobStatus; n: number }, [number, string]>("SELECT status, COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? GROUP BY status")
     .all(now, endpointId);
@@ -132,14 +132,9 @@ function liveCounts(s: SqliteContext, endpointId: string, now: number): Record<J
   return n;
 }
 
-/** Whether any job at all has expired and not been swept yet (usually none: one index probe). */
-function anyExpired(s: SqliteContext, now: number): boolean {
-  return s.db.query<{ x: number }, [number]>("SELECT 1 AS x FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? LIMIT 1").get(now) !== null;
-}
-
 /** Live low-priority queued jobs: counted in memory, less those expired and not yet swept. */
 function lowQueued(s: SqliteContext, endpointId: string, now: number): number {
-  if (!anyExpired(s, now)) return s.index.of(endpointId).queue.lowPriority;
+  if (!s.anyExpired(now)) return s.index.of(endpointId).queue.lowPriority;
   const expired = s.db
     .query<{ n: number }, [number, string]>(
       `SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? AND status = 'IN_QUEUE'

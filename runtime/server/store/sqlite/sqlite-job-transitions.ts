@@ -19,7 +19,7 @@ export const jobTransitions = {
    */
   enqueue(s: SqliteContext, job: NewJob, now: number, announce: Announce, takenBy?: string): StoredJob {
     const seq = s.nextSeq();
-    const expiresAt = now + job.policy.ttl;
+    const expiresAt = s.expiring(now + job.policy.ttl);
     const deadline = takenBy === undefined ? null : now + job.policy.executionTimeout;
     s.db
       .query<JobRow, Record<string, string | number | null>>(
@@ -77,7 +77,7 @@ export const jobTransitions = {
       .query<JobRow, [number, string, string, number]>(
         "UPDATE jobs SET expires_at = ? WHERE id = ? AND endpoint = ? AND expires_at > ? RETURNING *",
       )
-      .get(expiresAt, jobId, endpointId, now);
+      .get(s.expiring(expiresAt), jobId, endpointId, now);
     if (!row) return null;
     const queued = row.status === "IN_QUEUE" ? s.index.of(endpointId).queue.get(row.seq) : undefined;
     if (queued) queued.expiresAt = expiresAt;
@@ -180,7 +180,7 @@ export const jobTransitions = {
       progress: null,
       completed_at: now,
       deadline: null,
-      expires_at: now + s.retentionOf(row),
+      expires_at: s.expiring(now + s.retentionOf(row)),
       output_chunk: row.chunk_count === 0 && pieces > 0 ? 1 : 0,
       chunk_count: row.chunk_count === 0 ? pieces : row.chunk_count,
     } satisfies Partial<JobRow>);
@@ -214,7 +214,7 @@ export const jobTransitions = {
         `UPDATE jobs SET status = 'CANCELLED', completed_at = ?, deadline = NULL, progress = NULL, expires_at = ?
          WHERE id = ?`,
       )
-      .run(now, now + s.retentionOf(row), jobId);
+      .run(now, s.expiring(now + s.retentionOf(row)), jobId);
     if (row.status === "IN_QUEUE") s.index.unqueued(endpointId, row.seq, "CANCELLED");
     else s.index.move(endpointId, "IN_PROGRESS", "CANCELLED");
     if (row.status === "IN_PROGRESS") s.stop(row.worker_id, jobId, announce);
@@ -238,7 +238,7 @@ export const jobTransitions = {
            losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0, output_chunk = 0
          WHERE id = ?`,
       )
-      .run(seq, now, now + policy.ttl, jobId);
+      .run(seq, now, s.expiring(now + policy.ttl), jobId);
     s.index.queued(endpointId, row.status as JobStatus, { id: jobId, seq, expiresAt: now + policy.ttl, queuedAt: now, lowPriority: policy.lowPriority });
     s.db
       .query(
