@@ -136,11 +136,13 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect([r!.id, f!.id]).toEqual(["q", "r"]);
       await s.enqueue(newJob("later"), T0);
       await s.finish("w", "r", { output: 1 }, false, T0);
-      expect((await s.cancel("ep", "q", T0))!.status).toBe("CANCELLED");
+      expect(await s.cancel("ep", "q", T0)).toMatchObject({ job: { status: "CANCELLED" }, cancelled: true });
       expect(await s.takeStops("w")).toEqual(["q"]);
       expect(await s.takeStops("w")).toEqual([]);
-      expect((await s.cancel("ep", "r", T0))!).toMatchObject({ status: "COMPLETED", output: 1 });
-      expect((await s.cancel("ep", "f", T0))!.status).toBe("CANCELLED");
+      expect(await s.cancel("ep", "r", T0)).toMatchObject({ job: { status: "COMPLETED", output: 1 }, cancelled: false });
+      expect(await s.cancel("ep", "f", T0)).toMatchObject({ job: { status: "CANCELLED" }, cancelled: true });
+      // Cancelled already, in the same millisecond: this call cancelled nothing.
+      expect(await s.cancel("ep", "f", T0)).toMatchObject({ job: { status: "CANCELLED" }, cancelled: false });
       expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["later"]);
       expect(await s.cancel("ep", "nope", T0)).toBeNull();
     }));

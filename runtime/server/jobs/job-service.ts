@@ -273,9 +273,9 @@ export class JobService {
   /** Cancels a queued or running job; a finished job is returned unchanged. */
   async cancel(endpointId: string, jobId: string): Promise<StoredJob | null> {
     const now = this.#clock.now();
-    const job = await this.#store.cancel(endpointId, jobId, now);
+    const outcome = await this.#store.cancel(endpointId, jobId, now);
     // A job already final is returned as it was: only one cancelled by this call has ended now.
-    if (job?.status === "CANCELLED" && job.completedAt === now) this.#events.emit({ type: "ended", job });
-    return job;
+    if (outcome?.cancelled) this.#events.emit({ type: "ended", job: outcome.job });
+    return outcome?.job ?? null;
   }
 }

@@ -13,6 +13,7 @@ import { jobTransitions } from "./sqlite/sqlite-job-transitions.ts";
 import { apiKeys } from "./sqlite/sqlite-keys.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite/sqlite-schema.ts";
 import type {
+  CancelOutcome,
   Admission, ApiKeyRecord, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
@@ -187,7 +188,7 @@ export class SqliteStore implements Store {
     return this.#tx((announce) => jobTransitions.finish(this.#sql, workerId, jobId, result, streamOutput, now, cost, announce));
   }
 
-  async cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
+  async cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null> {
     return this.#tx((announce) => jobTransitions.cancel(this.#sql, endpointId, jobId, now, announce));
   }
 

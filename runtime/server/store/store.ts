@@ -54,6 +54,12 @@ export class QueueFullError extends Error {
   }
 }
 
+/** A cancel's answer: the job as it is now, and whether this call cancelled it (false: it had ended already). */
+export interface CancelOutcome {
+  job: StoredJob;
+  cancelled: boolean;
+}
+
 export type RetryOutcome =
   | { kind: "retried"; job: StoredJob }
   | { kind: "not-found" }
@@ -194,7 +200,7 @@ export interface Store {
   /** Jobs charged and their total cost, per API key and endpoint. */
   usage(): Promise<UsageRow[]>;
   /** Cancels a queued or running job (telling its worker); a finished job is returned unchanged. */
-  cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
+  cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null>;
   /** FAILED or TIMED_OUT -> IN_QUEUE, same id and input, earlier output removed. */
   retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome>;
   /** Removes every queued job of the endpoint; returns how many. */

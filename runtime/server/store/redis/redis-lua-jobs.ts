@@ -131,14 +131,14 @@ end
 ended(j, failed and 'FAILED' or 'COMPLETED', fields)
 return cjson.encode(j)`,
 
-  /** ARGV5 endpoint, ARGV6 job. */
+  /** ARGV5 endpoint, ARGV6 job. Returns {1 if this call cancelled it, else 0; job JSON}, or nil. */
   cancel: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
-if j.status ~= 'IN_QUEUE' and j.status ~= 'IN_PROGRESS' then return cjson.encode(j) end
+if j.status ~= 'IN_QUEUE' and j.status ~= 'IN_PROGRESS' then return {0, cjson.encode(j)} end
 if j.status == 'IN_QUEUE' then redis.call('ZREM', P .. 'q:' .. j.ep, j.id) else unrun(j); stop(j) end
 ended(j, 'CANCELLED')
-return cjson.encode(j)`,
+return {1, cjson.encode(j)}`,
 
   /** ARGV5 endpoint, ARGV6 job. Returns job JSON, 'not-found' or 'conflict:<status>'. */
   retry: `

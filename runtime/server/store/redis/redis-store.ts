@@ -3,6 +3,7 @@ import { RedisClient } from "bun";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
+  CancelOutcome,
   Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
@@ -153,9 +154,9 @@ export class RedisStore implements Store {
     return r ? toJob(JSON.parse(r)) : null;
   }
 
-  async cancel(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
-    const r = await this.#scripts.run("cancel", [now, endpointId, jobId]);
-    return r ? toJob(JSON.parse(r)) : null;
+  async cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null> {
+    const r = (await this.#scripts.run("cancel", [now, endpointId, jobId])) as [number, string] | null;
+    return r ? { job: toJob(JSON.parse(r[1])), cancelled: r[0] === 1 } : null;
   }
 
   async retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome> {

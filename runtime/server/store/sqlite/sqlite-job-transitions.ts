@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
-import type { JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
+import type { CancelOutcome, JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
@@ -205,10 +205,10 @@ export const jobTransitions = {
     return s.owe(row, now, announce);
   },
 
-  cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): StoredJob | null {
+  cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): CancelOutcome | null {
     const row = s.liveRow(endpointId, jobId, now);
     if (!row) return null;
-    if (row.status !== "IN_QUEUE" && row.status !== "IN_PROGRESS") return s.job(row);
+    if (row.status !== "IN_QUEUE" && row.status !== "IN_PROGRESS") return { job: s.job(row), cancelled: false };
     s.db
       .query(
         `UPDATE jobs SET status = 'CANCELLED', completed_at = ?, deadline = NULL, progress = NULL, expires_at = ?
@@ -219,7 +219,7 @@ export const jobTransitions = {
     else s.index.move(endpointId, "IN_PROGRESS", "CANCELLED");
     if (row.status === "IN_PROGRESS") s.stop(row.worker_id, jobId, announce);
     announce(topics.job(jobId));
-    return s.owe(jobId, now, announce);
+    return { job: s.owe(jobId, now, announce), cancelled: true };
   },
 
   retry(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): RetryOutcome {
