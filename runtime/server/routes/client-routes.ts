@@ -4,7 +4,8 @@ import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamRespo
 import { isFinal, JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
-import { jobResponse } from "../job-view.ts";
+import { jobResponse, jobResponseJson } from "../job-view.ts";
+import { jsonText } from "./json-text.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import type { StoredJob } from "../store/store.ts";
 
@@ -29,7 +30,8 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const job = await submit(c, true);
     const settled = (await jobs.waitForFinal(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
-    return c.json(isFinal(settled.status) ? jobResponse(settled) : { id: settled.id, status: settled.status });
+    if (!isFinal(settled.status)) return c.json({ id: settled.id, status: settled.status } satisfies JobState);
+    return jsonText(c, jobResponseJson(settled));
   });
 
   app.get("/status/:id", async (c) => {
@@ -41,12 +43,8 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const now = clock.now();
     const job = ttl === undefined ? await store.get(c.var.endpointId, id, now) : await store.setExpiry(c.var.endpointId, id, now + ttl, now);
     if (!job) throw notFound(id);
-    const body = jobResponse(job);
-    if (job.status === "IN_QUEUE") {
-      const position = await store.queuePosition(c.var.endpointId, id, now);
-      if (position !== null) body.queuePosition = position;
-    }
-    return c.json(body);
+    const position = job.status === "IN_QUEUE" ? await store.queuePosition(c.var.endpointId, id, now) : null;
+    return jsonText(c, jobResponseJson(job, position === null ? undefined : { queuePosition: position }));
   });
 
   app.get("/status-sync/:id", async (c) => {
@@ -54,7 +52,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const wait = intQuery(c.req.query("wait"), "wait", 0, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const job = await jobs.waitForFinal(c.var.endpointId, id, wait, c.req.raw.signal);
     if (!job) throw notFound(id);
-    return c.json(jobResponse(job));
+    return jsonText(c, jobResponseJson(job));
   });
 
   app.get("/stream/:id", async (c) => {

@@ -2,7 +2,7 @@ import { Hono, type Context, type Next } from "hono";
 import { isFinal } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
-import { jobResponse } from "../job-view.ts";
+import { jobResponseJson } from "../job-view.ts";
 import type { StoredJob } from "../store/store.ts";
 import { eventStreamResponse } from "../event-stream.ts";
 import { streamElement } from "./client-routes.ts";
@@ -35,7 +35,7 @@ const wantsEvents = (c: Context<AppEnv>) => c.req.method === "GET" && (c.req.hea
 
 /** A short digest of the status answer: a changed answer (state, progress, result) is a new event. */
 function stampOf(job: StoredJob): string {
-  return Bun.hash(JSON.stringify(jobResponse(job))).toString(36);
+  return Bun.hash(jobResponseJson(job)).toString(36);
 }
 
 function parseLastEventId(value: string | undefined): Position | null {
@@ -59,14 +59,12 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   const release = c.var.keepAdmission?.() ?? (async () => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
   const statusBody = async (job: StoredJob) => {
-    const body = jobResponse(job);
-    if (job.status !== "IN_QUEUE") return body;
-    const position = await store.queuePosition(endpointId, id, clock.now());
-    return position === null ? body : { ...body, queuePosition: position };
+    const position = job.status === "IN_QUEUE" ? await store.queuePosition(endpointId, id, clock.now()) : null;
+    return jobResponseJson(job, position === null ? undefined : { queuePosition: position });
   };
   const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
   return eventStreamResponse(async (write, gone) => {
-    const send = (event: string, data: unknown) => write(`event: ${event}\nid: ${eventId()}\ndata: ${JSON.stringify(data)}\n\n`);
+    const send = (event: string, data: unknown, text = JSON.stringify(data)) => write(`event: ${event}\nid: ${eventId()}\ndata: ${text}\n\n`);
     for (;;) {
       const seen = at;
       const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone);
@@ -86,7 +84,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
       const stamp = stampOf(r.job);
       if (stamp !== at.stamp) {
         at = { ...at, stamp };
-        send("status", await statusBody(r.job));
+        send("status", undefined, await statusBody(r.job));
       } else if (!r.chunks.length) write(": keepalive\n\n");
       if (isFinal(r.job.status)) return;
     }

@@ -3,6 +3,8 @@ import { jobDoneSchema, jobStreamSchema, type JobStopResponse, type TakenJob } f
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
+import { rawJson, stringifyWith } from "../store/raw-json.ts";
+import { jsonText } from "./json-text.ts";
 import type { StoredJob } from "../store/store.ts";
 import { costOf } from "../job-cost.ts";
 import { splitChunk } from "../stream-chunks.ts";
@@ -13,16 +15,21 @@ const MAX_BATCH = 64;
 /** Largest result or stream post a worker may send. */
 const MAX_RESULT_BYTES = 64 * 1024 * 1024;
 
-/** What a worker receives for a taken job; s3Config goes to the worker and nowhere else. */
-function taken(job: StoredJob): TakenJob {
-  return {
+/**
+ * What a worker receives for a taken job, as JSON text; s3Config goes to the worker and nowhere
+ * else. A large input goes out as the text it was stored as (its key then comes last).
+ */
+function takenJson(job: StoredJob): string {
+  const raw = rawJson(job, "input");
+  const body = {
     id: job.id,
-    input: job.input,
+    input: raw === undefined ? job.input : {}, // replaced by the text
     ...(job.webhook ? { webhook: job.webhook } : {}),
     ...(job.s3Config ? { s3Config: job.s3Config } : {}),
     policy: job.policy,
     deadline: job.deadline!,
-  };
+  } satisfies TakenJob;
+  return raw === undefined ? JSON.stringify(body) : stringifyWith(body, "input", raw);
 }
 
 /**
@@ -50,13 +57,13 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.get("/job-take/:worker", async (c) => {
     const jobs = await take(c, 1);
-    return jobs ? c.json(taken(jobs[0]!)) : c.body(null, 204);
+    return jobs ? jsonText(c, takenJson(jobs[0]!)) : c.body(null, 204);
   });
 
   app.get("/job-take-batch/:worker", async (c) => {
     const size = intQuery(c.req.query("batch_size"), "batch_size", 1, MAX_BATCH, 1);
     const jobs = await take(c, size);
-    return jobs ? c.json(jobs.map(taken)) : c.body(null, 204);
+    return jobs ? jsonText(c, `[${jobs.map(takenJson).join(",")}]`) : c.body(null, 204);
   });
 
   app.post("/job-done/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {

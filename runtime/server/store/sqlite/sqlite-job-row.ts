@@ -1,5 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { StoredJob } from "../store.ts";
+import { lazyJson, RAW_JSON_CHARS } from "../raw-json.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 /** A value as a JSON column, or NULL when it is undefined. */
@@ -9,15 +10,17 @@ const parse = (s: string | null): unknown => (s === null ? undefined : JSON.pars
 export const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
 
 /**
- * A row of `jobs` as a StoredJob. An input kept apart (the row's input is '') is read through
- * `inputApart` when first used: a status read or a result never loads it.
+ * A row of `jobs` as a StoredJob. A long input or output is parsed when first used, and its text
+ * kept for answers that carry it (raw-json.ts); an input kept apart (the row's input is '') is
+ * read through `inputApart` then: a status read or a result never loads it.
  */
 export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJob {
+  const long = (text: string | null) => text !== null && text.length >= RAW_JSON_CHARS;
   const job: StoredJob = {
     id: r.id,
     endpointId: r.endpoint,
     status: r.status as JobStatus,
-    input: r.input === "" ? {} : JSON.parse(r.input), // apart: replaced by a getter below
+    input: r.input === "" || long(r.input) ? {} : JSON.parse(r.input), // else defined below
     webhook: opt(r.webhook),
     policy: JSON.parse(r.policy),
     s3Config: parse(r.s3_config) as StoredJob["s3Config"],
@@ -30,19 +33,14 @@ export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJ
     expiresAt: r.expires_at,
     deadline: opt(r.deadline),
     workerId: opt(r.worker_id),
-    output: parse(r.output),
+    output: long(r.output) ? undefined : parse(r.output), // else defined below
     error: parse(r.error),
     progress: parse(r.progress),
     losses: r.losses,
     retries: r.retries,
   };
-  if (r.input === "") {
-    let input: StoredJob["input"] | undefined;
-    Object.defineProperty(job, "input", {
-      enumerable: true,
-      configurable: true,
-      get: () => (input ??= JSON.parse(inputApart(r.id)) as StoredJob["input"]),
-    });
-  }
+  if (r.input === "") lazyJson(job, "input", () => inputApart(r.id));
+  else if (long(r.input)) lazyJson(job, "input", () => r.input);
+  if (long(r.output)) lazyJson(job, "output", () => r.output!);
   return job;
 }

@@ -1,0 +1,48 @@
+/**
+ * JSON text a job's large field was read from, kept beside the parsed value so that an answer
+ * can carry the text as it is instead of parsing it and writing it again (a status poll of a
+ * 1 MB result, a job-take of a 1 MB input). Only fields of at least RAW_JSON_CHARS are kept
+ * this way: a small one is parsed at once, which costs less than the bookkeeping.
+ */
+export const RAW_JSON_CHARS = 4096;
+
+const texts = new WeakMap<object, Map<string, () => string>>();
+
+/**
+ * Defines `obj[field]` as the value of the JSON `text` (read on first use, once), parsed on
+ * first read. Assigning the field replaces the value and forgets the text. A value read and
+ * then changed in place would no longer match its text: job fields are never changed that way.
+ */
+export function lazyJson(obj: object, field: string, text: () => string): void {
+  let source: string | undefined;
+  const read = () => (source ??= text());
+  let parsed: unknown;
+  let done = false;
+  let fields = texts.get(obj);
+  if (!fields) texts.set(obj, (fields = new Map()));
+  fields.set(field, read);
+  Object.defineProperty(obj, field, {
+    enumerable: true,
+    configurable: true,
+    get: () => {
+      if (!done) [parsed, done] = [JSON.parse(read()), true];
+      return parsed;
+    },
+    set: (value: unknown) => {
+      Object.defineProperty(obj, field, { value, writable: true, enumerable: true, configurable: true });
+      fields.delete(field);
+    },
+  });
+}
+
+/** The JSON text of `obj[field]` when it was defined by lazyJson and not assigned since. */
+export function rawJson(obj: object, field: string): string | undefined {
+  return texts.get(obj)?.get(field)?.();
+}
+
+/** JSON.stringify of `body` with `field` (written last) given as JSON text. */
+export function stringifyWith(body: Record<string, unknown>, field: string, text: string): string {
+  const { [field]: _, ...rest } = body;
+  const json = JSON.stringify(rest);
+  return `${json.slice(0, -1)}${json.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;
+}
