@@ -14,42 +14,51 @@ function escapedBytes(code: number): number {
 
 /** Characters JSON does not write as one byte of their own: escapes, quotes, non-ASCII. */
 const NOT_PLAIN = /[\u0000-\u001f"\\\u0080-\uffff]/g;
+/** Plain characters counted one by one before the rest of their run is found with NOT_PLAIN. */
+const RUN_AFTER = 32;
 
 /**
  * Splits a string into pieces whose JSON text is at most `max` UTF-8 bytes (quotes aside), never
- * inside a character, each piece as long as fits. Linear in the length: runs of plain ASCII (one
- * byte each) are found by a native search and skipped over whole; other characters are counted
- * one by one.
+ * inside a character, each piece as long as fits. Linear in the length: characters are counted
+ * one by one, except that a long run of plain ASCII (one byte each) is found by a native search
+ * and taken whole.
  */
 function splitString(s: string, max: number): string[] {
   const pieces: string[] = [];
   let start = 0;
   let bytes = 0;
+  let plain = 0;
+  const cut = (at: number) => {
+    pieces.push(s.slice(start, at));
+    start = at;
+    bytes = 0;
+  };
   for (let i = 0; i < s.length; ) {
-    NOT_PLAIN.lastIndex = i;
-    const plainEnd = NOT_PLAIN.exec(s)?.index ?? s.length;
-    while (i < plainEnd) {
-      const room = max - bytes;
-      if (plainEnd - i <= room) {
-        bytes += plainEnd - i;
-        i = plainEnd;
-        break;
+    if (plain >= RUN_AFTER) {
+      NOT_PLAIN.lastIndex = i;
+      const end = NOT_PLAIN.exec(s)?.index ?? s.length;
+      while (i < end) {
+        const room = max - bytes;
+        if (end - i <= room) {
+          bytes += end - i;
+          i = end;
+        } else if (room > 0) {
+          i += room;
+          cut(i);
+        } else if (i === start) {
+          i++;
+          bytes++;
+        } else cut(i);
       }
-      if (room > 0) i += room;
-      pieces.push(s.slice(start, i));
-      start = i;
-      bytes = 0;
+      plain = 0;
+      continue;
     }
-    if (i >= s.length) break;
     const c = s.charCodeAt(i);
     const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
     const units = pair ? 2 : 1;
     const n = pair ? 4 : escapedBytes(c);
-    if (bytes + n > max && i > start) {
-      pieces.push(s.slice(start, i));
-      start = i;
-      bytes = 0;
-    }
+    plain = n === 1 ? plain + 1 : 0;
+    if (bytes + n > max && i > start) cut(i);
     bytes += n;
     i += units;
   }

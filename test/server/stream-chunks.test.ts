@@ -53,4 +53,7 @@ test("each piece of a split string is as long as fits, also where long runs of p
       expect(bytes(pieces[i] + first) - 2).toBeGreaterThan(max);
     }
   }
+  // A limit no character fits in still ends, one character a piece.
+  const s = "a".repeat(40) + "é";
+  expect(splitChunk(s, 2)).toEqual([...s]);
 });

@@ -11,7 +11,8 @@ const texts = new WeakMap<object, Map<string, () => string>>();
 /**
  * Defines `obj[field]` as the value of the JSON `text` (read on first use, once), parsed on
  * first read. Assigning the field replaces the value and forgets the text. A value read and
- * then changed in place would no longer match its text: job fields are never changed that way.
+ * then changed in place, or a field deleted, would leave the text behind: a job read from a
+ * store is never changed those ways.
  */
 export function lazyJson(obj: object, field: string, text: () => string): void {
   let source: string | undefined;

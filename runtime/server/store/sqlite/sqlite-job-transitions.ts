@@ -94,7 +94,7 @@ export const jobTransitions = {
     if (!picked.length) return [];
     // Read, then change by id: an UPDATE ... RETURNING costs about half again as much in SQLite.
     const read = s.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
-    const take = s.db.query<JobRow, [number, string, number, string]>(
+    const take = s.db.query<JobRow, [number, string, number | null, string]>(
       "UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?1, worker_id = ?2, deadline = ?3 WHERE id = ?4",
     );
     const jobs: StoredJob[] = [];
@@ -105,11 +105,12 @@ export const jobTransitions = {
         continue;
       }
       const job = s.job(row);
-      const deadline = now + job.policy.executionTimeout;
+      // (A policy without a timeout, which no Spool writes, leaves the job without a deadline as before.)
+      const deadline = typeof job.policy.executionTimeout === "number" ? now + job.policy.executionTimeout : null;
       take.run(now, workerId, deadline, row.id);
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
       announce(topics.job(row.id));
-      jobs.push(Object.assign(job, { status: "IN_PROGRESS", startedAt: now, workerId, deadline } as const));
+      jobs.push(Object.assign(job, { status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const));
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
