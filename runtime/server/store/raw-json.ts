@@ -36,6 +36,15 @@ export function lazyJson(obj: object, field: string, text: () => string): void {
   });
 }
 
+/**
+ * Sets `obj[field]` to the value of the JSON `text` (undefined when there is none): parsed now
+ * when short, through lazyJson when RAW_JSON_CHARS or longer.
+ */
+export function setJson(obj: object, field: string, text: string | null | undefined): void {
+  if (text !== null && text !== undefined && text.length >= RAW_JSON_CHARS) lazyJson(obj, field, () => text);
+  else (obj as Record<string, unknown>)[field] = text === null || text === undefined ? undefined : JSON.parse(text);
+}
+
 /** The JSON text of `obj[field]` when it was defined by lazyJson and not assigned since. */
 export function rawJson(obj: object, field: string): string | undefined {
   return texts.get(obj)?.get(field)?.();

@@ -1,4 +1,5 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
+import { setJson } from "../raw-json.ts";
 import type { StoredJob } from "../store.ts";
 
 /** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
@@ -12,13 +13,13 @@ const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined 
 const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
 const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
 
-/** A job hash (all strings) as a StoredJob. */
+/** A job hash (all strings) as a StoredJob; a long input or output is parsed when first used (raw-json.ts). */
 export function toJob(h: Record<string, string>): StoredJob {
-  return {
+  const job: StoredJob = {
     id: h.id!,
     endpointId: h.ep!,
     status: h.status as JobStatus,
-    input: JSON.parse(h.input!),
+    input: {}, // set below
     webhook: opt(h.webhook),
     policy: JSON.parse(h.policy!),
     s3Config: json(opt(h.s3)),
@@ -32,10 +33,13 @@ export function toJob(h: Record<string, string>): StoredJob {
     // A final state leaves the deadline in the hash (one write less): it means something only while running.
     deadline: h.status === "IN_PROGRESS" ? num(h.deadline) : undefined,
     workerId: opt(h.worker),
-    output: json(h.output),
+    output: undefined, // set below
     error: json(h.error),
     progress: json(h.progress),
     losses: Number(h.losses),
     retries: Number(h.retries),
   };
+  setJson(job, "input", h.input!);
+  setJson(job, "output", h.output);
+  return job;
 }

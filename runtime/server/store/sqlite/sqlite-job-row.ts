@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { StoredJob } from "../store.ts";
-import { lazyJson, RAW_JSON_CHARS } from "../raw-json.ts";
+import { lazyJson, setJson } from "../raw-json.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 /** A value as a JSON column, or NULL when it is undefined. */
@@ -15,12 +15,11 @@ export const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : 
  * read through `inputApart` then: a status read or a result never loads it.
  */
 export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJob {
-  const long = (text: string | null) => text !== null && text.length >= RAW_JSON_CHARS;
   const job: StoredJob = {
     id: r.id,
     endpointId: r.endpoint,
     status: r.status as JobStatus,
-    input: r.input === "" || long(r.input) ? {} : JSON.parse(r.input), // else defined below
+    input: {}, // set below
     webhook: opt(r.webhook),
     policy: JSON.parse(r.policy),
     s3Config: parse(r.s3_config) as StoredJob["s3Config"],
@@ -33,14 +32,14 @@ export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJ
     expiresAt: r.expires_at,
     deadline: opt(r.deadline),
     workerId: opt(r.worker_id),
-    output: long(r.output) ? undefined : parse(r.output), // else defined below
+    output: undefined, // set below
     error: parse(r.error),
     progress: parse(r.progress),
     losses: r.losses,
     retries: r.retries,
   };
   if (r.input === "") lazyJson(job, "input", () => inputApart(r.id));
-  else if (long(r.input)) lazyJson(job, "input", () => r.input);
-  if (long(r.output)) lazyJson(job, "output", () => r.output!);
+  else setJson(job, "input", r.input);
+  setJson(job, "output", r.output);
   return job;
 }
