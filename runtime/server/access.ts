@@ -54,7 +54,7 @@ export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
     const endpointId = c.req.param("endpoint")!;
     const endpoint = findEndpoint(deps.config, endpointId);
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
-    const key = c.var.key;
+    const key = c.get("key");
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
       throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
     }

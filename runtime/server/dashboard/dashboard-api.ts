@@ -24,7 +24,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
 
   app.use(authenticate(deps));
   app.use(async (c, next) => {
-    if (c.var.key.scope === "worker") throw new HttpError(401, "this API key is a worker key; the dashboard needs a full, client or read-only key");
+    if (c.get("key").scope === "worker") throw new HttpError(401, "this API key is a worker key; the dashboard needs a full, client or read-only key");
     await next();
   });
   app.use("/endpoints/:endpoint/*", endpointAccess(deps));
@@ -32,7 +32,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
   app.get("/events", dashboardEvents(deps));
 
   app.get("/endpoints", async (c) => {
-    const key = c.var.key;
+    const key = c.get("key");
     const ids = Object.keys(deps.config.endpoints).filter((id) => !key.endpoints || key.endpoints.includes(id));
     const endpoints = await Promise.all(
       ids.map(async (id) => {
@@ -53,14 +53,14 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
     return c.json({ key: { name: key.name, scope: key.scope, endpoints: key.endpoints ?? null }, endpoints });
   });
 
-  app.get("/endpoints/:endpoint/stats", (c) => c.json(deps.stats.get(c.var.endpointId)));
+  app.get("/endpoints/:endpoint/stats", (c) => c.json(deps.stats.get(c.get("endpointId"))));
 
   app.get("/endpoints/:endpoint/jobs/:id", async (c) => {
     const id = c.req.param("id");
-    const read = await deps.store.readChunks(c.var.endpointId, id, 0, deps.clock.now());
+    const read = await deps.store.readChunks(c.get("endpointId"), id, 0, deps.clock.now());
     if (!read) throw new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
     const { job, chunks } = read;
-    const key = c.var.key;
+    const key = c.get("key");
     const inputVisible = key.scope !== "client" || job.keyId === key.id;
     return c.json({
       ...jobResponse(job),
@@ -102,7 +102,7 @@ function endpointAccess(deps: AppDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
     if (!findEndpoint(deps.config, endpointId)) throw new HttpError(404, `endpoint ${endpointId} not found`);
-    const key = c.var.key;
+    const key = c.get("key");
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
       throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
     }

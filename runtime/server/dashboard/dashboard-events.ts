@@ -32,7 +32,7 @@ export function dashboardEvents(deps: AppDeps): (c: Context<AppEnv>) => Response
 }
 
 function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Response {
-  const visible = c.var.key.endpoints;
+  const visible = c.get("key").endpoints;
   const encoder = new TextEncoder();
   let stop = () => {};
   const body = new ReadableStream<Uint8Array>({

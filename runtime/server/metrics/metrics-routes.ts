@@ -35,7 +35,7 @@ export function metricsRoutes(deps: AppDeps, metrics: ServerMetrics): Hono<AppEn
   const app = new Hono<AppEnv>();
   if (!deps.config.server.metricsPublic) {
     app.use("/metrics", authenticate(deps), async (c, next) => {
-      const key = c.var.key;
+      const key = c.get("key");
       if (key.scope !== "full" && key.scope !== "read-only") throw new HttpError(401, `this API key is a ${key.scope} key; /metrics needs a full or read-only key`);
       if (key.endpoints) throw new HttpError(401, "this API key is restricted to some endpoints; /metrics shows every endpoint and needs an unrestricted key");
       await next();

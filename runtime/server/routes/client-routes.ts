@@ -18,7 +18,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   async function submit(c: Context<AppEnv>, sync: boolean): Promise<StoredJob> {
     const body = validate(jobRequestSchema, await readJson(c.req.raw), "job request");
-    return jobs.submit(c.var.endpointId, body, { keyId: c.var.key.id, sync });
+    return jobs.submit(c.get("endpointId"), body, { keyId: c.get("key").id, sync });
   }
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
@@ -29,7 +29,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
     const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const job = await submit(c, true);
-    const settled = (await jobs.waitForFinal(c.var.endpointId, job.id, wait, c.req.raw.signal)) ?? job;
+    const settled = (await jobs.waitForFinal(c.get("endpointId"), job.id, wait, c.req.raw.signal)) ?? job;
     if (!isFinal(settled.status)) return c.json({ id: settled.id, status: settled.status } satisfies JobState);
     return jsonText(c, jobResponseJson(settled));
   });
@@ -37,20 +37,20 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.get("/status/:id", async (c) => {
     const id = c.req.param("id");
     const ttl = intQuery(c.req.query("ttl"), "ttl", LIMITS.ttlMin, LIMITS.ttlMax);
-    if (ttl !== undefined && c.var.key.scope === "read-only") {
+    if (ttl !== undefined && c.get("key").scope === "read-only") {
       throw new HttpError(401, "this API key is read-only; changing a job's lifetime (?ttl) needs a full key");
     }
     const now = clock.now();
-    const job = ttl === undefined ? await store.get(c.var.endpointId, id, now) : await store.setExpiry(c.var.endpointId, id, now + ttl, now);
+    const job = ttl === undefined ? await store.get(c.get("endpointId"), id, now) : await store.setExpiry(c.get("endpointId"), id, now + ttl, now);
     if (!job) throw notFound(id);
-    const position = job.status === "IN_QUEUE" ? await store.queuePosition(c.var.endpointId, id, now) : null;
+    const position = job.status === "IN_QUEUE" ? await store.queuePosition(c.get("endpointId"), id, now) : null;
     return jsonText(c, jobResponseJson(job, position === null ? undefined : { queuePosition: position }));
   });
 
   app.get("/status-sync/:id", async (c) => {
     const id = c.req.param("id");
     const wait = intQuery(c.req.query("wait"), "wait", 0, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
-    const job = await jobs.waitForFinal(c.var.endpointId, id, wait, c.req.raw.signal);
+    const job = await jobs.waitForFinal(c.get("endpointId"), id, wait, c.req.raw.signal);
     if (!job) throw notFound(id);
     return jsonText(c, jobResponseJson(job));
   });
@@ -58,7 +58,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.get("/stream/:id", async (c) => {
     const id = c.req.param("id");
     // Wait briefly for something new: the JS client polls /stream back to back.
-    const r = await jobs.readStream(c.var.endpointId, id, config.server.streamWaitMs, c.req.raw.signal);
+    const r = await jobs.readStream(c.get("endpointId"), id, config.server.streamWaitMs, c.req.raw.signal);
     if (!r) throw notFound(id);
     const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map(streamElement) };
     return c.json(body);
@@ -66,14 +66,14 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.post("/cancel/:id", async (c) => {
     const id = c.req.param("id");
-    const job = await jobs.cancel(c.var.endpointId, id);
+    const job = await jobs.cancel(c.get("endpointId"), id);
     if (!job) throw notFound(id);
     return c.json({ id: job.id, status: job.status } satisfies JobState);
   });
 
   app.post("/retry/:id", async (c) => {
     const id = c.req.param("id");
-    const outcome = await jobs.retry(c.var.endpointId, id);
+    const outcome = await jobs.retry(c.get("endpointId"), id);
     if (outcome.kind === "not-found") throw notFound(id);
     if (outcome.kind === "conflict") {
       throw new HttpError(400, `job ${id} is ${outcome.status}; only FAILED or TIMED_OUT jobs can be retried`);
@@ -82,13 +82,13 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   });
 
   app.post("/purge-queue", async (c) => {
-    const removed = await jobs.purge(c.var.endpointId);
+    const removed = await jobs.purge(c.get("endpointId"));
     return c.json({ removed, status: "completed" } satisfies PurgeResponse);
   });
 
   app.get("/health", async (c) => {
-    const health = await store.health(c.var.endpointId, clock.now(), config.server.workerLossTimeoutMs);
-    health.workers.initializing = deps.initializing?.(c.var.endpointId) ?? 0;
+    const health = await store.health(c.get("endpointId"), clock.now(), config.server.workerLossTimeoutMs);
+    health.workers.initializing = deps.initializing?.(c.get("endpointId")) ?? 0;
     return c.json(health satisfies HealthResponse);
   });
 
@@ -100,7 +100,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (status !== undefined && !(JOB_STATES as readonly string[]).includes(status)) {
       throw new HttpError(400, `query parameter status must be one of ${JOB_STATES.join(", ")}`);
     }
-    const page = await store.recent(c.var.endpointId, clock.now(), limit, cursor, status as JobStatus | undefined);
+    const page = await store.recent(c.get("endpointId"), clock.now(), limit, cursor, status as JobStatus | undefined);
     return c.json({
       requests: page.jobs.map((j) => ({ ...jobResponse(j), createdAt: new Date(j.createdAt).toISOString(), sync: j.sync })),
       ...(page.next ? { nextCursor: page.next } : {}),

@@ -12,7 +12,7 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore): Hono<AppEnv> 
   const app = new Hono<AppEnv>();
   app.put("/job-files/:worker/:job/:name", limitBody(MAX_UPLOAD_BYTES), async (c) => {
     const { worker, job: jobId, name } = c.req.param();
-    const job = await deps.store.get(c.var.endpointId, jobId, deps.clock.now());
+    const job = await deps.store.get(c.get("endpointId"), jobId, deps.clock.now());
     if (!job || job.status !== "IN_PROGRESS" || job.workerId !== worker) {
       throw new HttpError(404, `job ${jobId} is not running on worker ${worker}`);
     }
@@ -21,7 +21,7 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore): Hono<AppEnv> 
     const origin = deps.config.server.publicUrl ?? new URL(c.req.url).origin;
     let url: string;
     try {
-      url = await files.put(c.var.endpointId, jobId, name, data, type, deps.clock.now(), origin);
+      url = await files.put(c.get("endpointId"), jobId, name, data, type, deps.clock.now(), origin);
     } catch (err) {
       const message = (err as Error).message;
       if (message.startsWith("invalid upload name")) throw new HttpError(400, message);

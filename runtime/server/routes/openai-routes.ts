@@ -73,9 +73,9 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   // Endpoints whose handler the server can read must take the OpenAI form of input; endpoints
   // served by outside workers (worker-vllm) are trusted to.
   const servesOpenai: MiddlewareHandler<AppEnv> = async (c, next) => {
-    const schema = await deps.inputSchemas?.get(c.var.endpointId);
+    const schema = await deps.inputSchemas?.get(c.get("endpointId"));
     if (schema && !schema.safeParse({ openai_route: ROUTES.models }).success) {
-      throw new OpenaiError(404, `endpoint ${c.var.endpointId} does not serve the OpenAI-compatible interface (its handler takes no openai_route input)`);
+      throw new OpenaiError(404, `endpoint ${c.get("endpointId")} does not serve the OpenAI-compatible interface (its handler takes no openai_route input)`);
     }
     await next();
   };
@@ -91,7 +91,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   }
 
   function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
-    return jobs.submit(c.var.endpointId, { input }, { keyId: c.var.key.id, sync: true, invalid });
+    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid });
   }
 
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */
@@ -116,7 +116,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   async function relay(c: Context<AppEnv>, openaiRoute: string, body?: Record<string, unknown>): Promise<Response> {
     const signal = c.req.raw.signal;
-    const waitMs = findEndpoint(deps.config, c.var.endpointId)!.openaiWaitMs;
+    const waitMs = findEndpoint(deps.config, c.get("endpointId"))!.openaiWaitMs;
     const keepAliveMs = deps.config.server.sseKeepAliveMs;
     const deadline = deps.clock.now() + waitMs;
     const job = await enqueue(c, body === undefined ? { openai_route: openaiRoute } : { openai_route: openaiRoute, openai_input: body });
@@ -151,7 +151,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED") throw jobFailure(first.job);
     if (!first.job) throw jobFailure(null);
     // The stream counts as a request in flight (the concurrent rate limit) until it ends.
-    const release = c.var.keepAdmission?.() ?? (async () => {});
+    const release = c.get("keepAdmission")?.() ?? (async () => {});
     return eventStreamResponse(async (send, gone) => {
       const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
       let r: Read | null = first;
@@ -185,7 +185,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   async function requestBody(c: Context<AppEnv>, least: z.ZodType): Promise<Record<string, unknown>> {
     const body = await readJson(c.req.raw);
     if (typeof body !== "object" || body === null || Array.isArray(body)) throw new OpenaiError(400, "the request body must be a JSON object");
-    if (!(await deps.inputSchemas?.get(c.var.endpointId))) {
+    if (!(await deps.inputSchemas?.get(c.get("endpointId")))) {
       const checked = least.safeParse(body);
       if (!checked.success) throw invalid(checked.error);
     }

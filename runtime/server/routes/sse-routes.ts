@@ -47,7 +47,7 @@ function parseLastEventId(value: string | undefined): Position | null {
 
 async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Response> {
   const { jobs, store, clock } = deps;
-  const endpointId = c.var.endpointId;
+  const endpointId = c.get("endpointId");
   const id = c.req.param("id")!;
   if (c.req.query("ttl") !== undefined) throw new HttpError(400, "?ttl is not supported with Accept: text/event-stream; set it with a plain GET /status");
   const resumed = parseLastEventId(c.req.header("last-event-id"));
@@ -56,7 +56,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
   let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
 
-  const release = c.var.keepAdmission?.() ?? (async () => {});
+  const release = c.get("keepAdmission")?.() ?? (async () => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
   const statusBody = async (job: StoredJob) => {
     const position = job.status === "IN_QUEUE" ? await store.queuePosition(endpointId, id, clock.now()) : null;

@@ -47,7 +47,7 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   async function take(c: Context<AppEnv>, max: number) {
     const workerId = segment(c, "worker");
-    const endpointId = c.var.endpointId;
+    const endpointId = c.get("endpointId");
     const signal = c.req.raw.signal;
     await presence.touch(workerId, endpointId, clock.now());
     const jobs = await deps.jobs.take(endpointId, workerId, max, config.server.takeWaitMs, signal);
@@ -71,7 +71,7 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
     const jobId = segment(c, "job");
     const body = validate(jobDoneSchema, await readJson(c.req.raw), "job-done body");
     const now = clock.now();
-    await presence.touch(workerId, c.var.endpointId, now);
+    await presence.touch(workerId, c.get("endpointId"), now);
     if (body.status === "IN_PROGRESS") {
       await store.progress(workerId, jobId, body.output, now);
       return c.json({});
@@ -92,7 +92,7 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
-    await presence.touch(workerId, c.var.endpointId, clock.now());
+    await presence.touch(workerId, c.get("endpointId"), clock.now());
     await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now());
     return c.json({});
   });
@@ -100,7 +100,7 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.get("/ping/:worker", async (c) => {
     const ids = c.req.query("job_id");
     const status = c.req.query("status");
-    await presence.touch(segment(c, "worker"), c.var.endpointId, clock.now(), {
+    await presence.touch(segment(c, "worker"), c.get("endpointId"), clock.now(), {
       runningIds: ids ? ids.split(",").filter(Boolean) : [],
       missingAfterMs: config.server.pingGraceMs,
       unhealthy: status === "unhealthy" ? { check: c.req.query("check") ?? "", reason: c.req.query("reason") ?? "" } : null,
@@ -110,7 +110,7 @@ export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.get("/job-stop/:worker", async (c) => {
     const workerId = segment(c, "worker");
-    await presence.touch(workerId, c.var.endpointId, clock.now());
+    await presence.touch(workerId, c.get("endpointId"), clock.now());
     const signal = c.req.raw.signal;
     const ids = await waitFor(wake, topics.stop(workerId), config.server.stopWaitMs, async () => {
       if (signal.aborted) return null;
