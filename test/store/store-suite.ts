@@ -56,6 +56,25 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.queueDepth("other", T0 + 20_000)).toBe(1);
     }));
 
+    test("enqueue to a waiting worker writes the job as taken by it when nothing is queued, and queues it otherwise", withStore(async (s) => {
+      expect(s.handsOff).toBe(true);
+      await s.enqueue(newJob("first"), T0);
+      const queued = await s.enqueue(newJob("behind"), T0, 10, "w"); // "first" waits: not handed
+      expect([queued.status, queued.workerId]).toEqual(["IN_QUEUE", undefined]);
+      expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["first", "behind"]);
+      const handed = await s.enqueue(newJob("handed", { webhook: "http://x/h", keyId: "k" }), T0 + 1, 10, "w");
+      expect(handed).toMatchObject({ id: "handed", status: "IN_PROGRESS", workerId: "w", startedAt: T0 + 1, deadline: T0 + 1 + policy.executionTimeout, input: { id: "handed" } });
+      expect(await s.get("ep", "handed", T0 + 1)).toMatchObject({ status: "IN_PROGRESS", workerId: "w", startedAt: T0 + 1, deadline: T0 + 1 + policy.executionTimeout });
+      expect(await s.claim("ep", "w2", 5, T0 + 1)).toEqual([]);
+      expect(await s.queuePosition("ep", "handed", T0 + 1)).toBeNull();
+      expect((await s.health("ep", T0 + 1, 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 3 });
+      expect(await s.finish("w", "handed", { output: 1 }, false, T0 + 2)).toMatchObject({ status: "COMPLETED", output: 1 });
+      // Handed and never finished: the deadline sweep times it out like a claimed job.
+      await s.enqueue(newJob("late"), T0 + 3, 10, "w");
+      await s.touchWorker("w", "ep", T0 + 3 + policy.executionTimeout);
+      expect((await s.sweep(T0 + 3 + policy.executionTimeout, 10 * policy.executionTimeout)).timedOut).toContainEqual({ jobId: "late", workerId: "w" });
+    }));
+
     test("enqueue with maxQueued refuses, changing nothing, once more live jobs than that are queued", withStore(async (s) => {
       await s.enqueue(newJob("gone", { policy: { ...policy, ttl: 10 } }), T0);
       for (const id of ["a", "b"]) await s.enqueue(newJob(id), T0);

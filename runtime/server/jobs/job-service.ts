@@ -206,8 +206,10 @@ export class JobService {
       const claimed = await this.#store.claim(endpointId, workerId, max, this.#clock.now());
       return claimed.length ? claimed : null;
     };
-    let jobs = await claim();
-    if (!jobs && ms > 0 && !signal?.aborted) {
+    // A take that may wait claims in its wait's first look (one claim, not two, before it parks:
+    // on Redis each is a round trip).
+    let jobs = ms > 0 && !signal?.aborted ? null : await claim();
+    if (ms > 0 && !signal?.aborted) {
       const taker: Taker = { workerId, done: false, signal, handed: null, pending: null, wake: () => {} };
       try {
         jobs = await waitFor(

@@ -3,14 +3,21 @@ import { ManualClock } from "../../../runtime/clock.ts";
 import { parseConfig } from "../../../runtime/config/config.ts";
 import { JobEvents } from "../../../runtime/server/jobs/job-events.ts";
 import { JobService } from "../../../runtime/server/jobs/job-service.ts";
+import { RedisStore } from "../../../runtime/server/store/redis/redis-store.ts";
 import { SqliteStore } from "../../../runtime/server/store/sqlite-store.ts";
+import { redisUrl } from "../../helpers/redis-server.ts";
 import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
 import { RETENTION } from "../../store/store-suite.ts";
 
-test("a job submitted to a waiting worker is handed to it at once: /run says IN_QUEUE, the job runs on that worker, counts stay exact", async () => {
+const stores = {
+  sqlite: async () => undefined, // the test server's own
+  redis: async () => RedisStore.connect(await redisUrl(), { retention: RETENTION }, `{handoff-${crypto.randomUUID().slice(0, 8)}}:`),
+};
+
+test.each(Object.keys(stores) as (keyof typeof stores)[])("%s: a job submitted to a waiting worker is handed to it at once: /run says IN_QUEUE, the job runs on that worker, counts stay exact", async (name) => {
   const clock = new ManualClock();
-  await using srv = await startTestServer({ clock, server: { takeWaitMs: 30_000 }, endpoints: { echo: { executionTimeout: 9_000 } } });
+  await using srv = await startTestServer({ clock, store: await stores[name](), server: { takeWaitMs: 30_000 }, endpoints: { echo: { executionTimeout: 9_000 } } });
   const w = protocolWorker(srv, "echo", "w1");
   const take = w.take();
   const [status, accepted] = await srv.json("POST", "/v2/echo/run", { input: { a: 1 } });
@@ -98,5 +105,24 @@ test("a worker whose client goes away while it is being handed a job does not ke
   expect(await waiting).toBeNull();
   expect((await store.get("ep", job.id, clock.now()))!).toMatchObject({ status: "IN_QUEUE", losses: 0 });
   expect((await jobs.take("ep", "w2", 1, 0))?.map((j) => j.id)).toEqual([job.id]);
+  await store.close();
+});
+
+test("a take that waits looks at the queue once before it parks, and a job handed to it costs no claim", async () => {
+  // On Redis each claim is a round trip to the server.
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  let claims = 0;
+  const claim = store.claim.bind(store);
+  store.claim = (...args) => (claims++, claim(...args));
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const waiting = jobs.take("ep", "w", 1, 60_000, new AbortController().signal);
+  while (clock.sleeping === 0) await new Promise((r) => setImmediate(r));
+  expect(claims).toBe(1);
+  const job = await jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false });
+  expect((await waiting)?.map((j) => j.id)).toEqual([job.id]);
+  expect(claims).toBe(1);
+  expect((await jobs.take("ep", "w", 1, 0))).toBeNull(); // a take that does not wait claims once too
+  expect(claims).toBe(2);
   await store.close();
 });

@@ -2,13 +2,17 @@
 export const JOB_SCRIPTS = {
   /**
    * ARGV5: JSON object of the job's fields (strings), ARGV6: most jobs queued to accept one more,
-   * or ''. Returns the job's seq (the caller knows every other field), or {depth} when full.
+   * or '', ARGV7: a worker waiting in job-take on the calling server, or ''. Returns the job's
+   * seq (the caller knows every other field); {'taken', seq, deadline} when it was written as
+   * taken by that worker (nothing queued for the endpoint); {'full', depth} when full.
    */
   enqueue: `
 local f = cjson.decode(ARGV[5])
-if ARGV[6] ~= '' then
+local w = ARGV[7]
+local taken = w ~= '' and redis.call('ZCARD', P .. 'q:' .. f.ep) == 0
+if ARGV[6] ~= '' and not taken then
   local depth = redis.call('ZCOUNT', st(f.ep, 'IN_QUEUE'), '(' .. n(now), '+inf')
-  if depth > tonumber(ARGV[6]) then return {depth} end
+  if depth > tonumber(ARGV[6]) then return {'full', depth} end
 end
 if redis.call('EXISTS', jk(f.id)) == 1 then return redis.error_reply('duplicate job id ' .. f.id) end
 -- One counter gives both the queue order (seq, renewed by a retry) and the listing order (rid).
@@ -18,13 +22,23 @@ f.status = 'IN_QUEUE'; f.created = n(now); f.queued = n(now)
 f.losses = '0'; f.retries = '0'; f.chunks = '0'; f.read = '0'
 local expires = now + tonumber(f.ttl)
 f.expires = n(expires)
+local deadline = now + tonumber(f.timeout)
+if taken then f.status = 'IN_PROGRESS'; f.started = n(now); f.worker = w; f.deadline = n(deadline) end
 local args = {}
 for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
 redis.call('HSET', jk(f.id), unpack(args))
-redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
 redis.call('ZADD', P .. 'exp', expires, f.id)
 redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
-redis.call('ZADD', st(f.ep, 'IN_QUEUE'), expires, f.id)
+redis.call('ZADD', st(f.ep, f.status), expires, f.id)
+if taken then
+  -- As a claim leaves it: running until its deadline, on the worker's list.
+  redis.call('ZADD', P .. 'run', deadline, f.id)
+  redis.call('SADD', P .. 'wjobs:' .. w, f.id)
+  redis.call('ZADD', P .. 'wact', now, w)
+  pub('job:' .. f.id)
+  return {'taken', seq, n(deadline)}
+end
+redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
 -- Low-priority queued jobs have an index of their own: the scaler counts them apart.
 if f.low == '1' then redis.call('ZADD', st(f.ep, 'LOW'), expires, f.id) end
 pub('queue:' .. f.ep)

@@ -23,6 +23,7 @@ const SWEEP_BATCH = 500;
  * announced on one pub/sub channel. Durable as the Redis server is (use AOF).
  */
 export class RedisStore implements Store {
+  readonly handsOff = true;
   readonly events: RedisEvents;
   readonly #client: RedisClient;
   readonly #subscriber: RedisClient;
@@ -60,7 +61,7 @@ export class RedisStore implements Store {
     return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
   }
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number): Promise<StoredJob> {
+  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
     const fields: Record<string, string> = {
       id: job.id,
       ep: job.endpointId,
@@ -74,10 +75,11 @@ export class RedisStore implements Store {
     if (job.webhook) fields.webhook = job.webhook;
     if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
     if (job.keyId) fields.key = job.keyId;
-    const r = await this.#scripts.run("enqueue", [now, JSON.stringify(fields), maxQueued ?? ""]);
-    if (Array.isArray(r)) throw new QueueFullError(Number(r[0]));
-    // The script answers only the order it gave the job: every other field is known here.
-    return {
+    const r = await this.#scripts.run("enqueue", [now, JSON.stringify(fields), maxQueued ?? "", handTo ?? ""]);
+    if (Array.isArray(r) && r[0] === "full") throw new QueueFullError(Number(r[1]));
+    // The script answers only the order it gave the job (and a deadline when it was handed to
+    // `handTo`): every other field is known here.
+    const queued: StoredJob = {
       id: job.id,
       endpointId: job.endpointId,
       status: "IN_QUEUE",
@@ -93,6 +95,8 @@ export class RedisStore implements Store {
       losses: 0,
       retries: 0,
     };
+    if (!Array.isArray(r)) return queued;
+    return { ...queued, status: "IN_PROGRESS", startedAt: now, deadline: Number(r[2]), workerId: handTo };
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
