@@ -69,6 +69,10 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.queuePosition("ep", "handed", T0 + 1)).toBeNull();
       expect((await s.health("ep", T0 + 1, 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 3 });
       expect(await s.finish("w", "handed", { output: 1 }, false, T0 + 2)).toMatchObject({ status: "COMPLETED", output: 1 });
+      // A queued job that expired (not yet swept) is passed over: the next one is handed.
+      await s.enqueue(newJob("stale", { policy: { ...policy, ttl: 1 } }), T0 + 2);
+      expect(await s.enqueue(newJob("fresh"), T0 + 3, 10, "w")).toMatchObject({ status: "IN_PROGRESS", workerId: "w" });
+      expect(await s.finish("w", "fresh", { output: 1 }, false, T0 + 3)).toMatchObject({ status: "COMPLETED" });
       // Handed and never finished: the deadline sweep times it out like a claimed job.
       await s.enqueue(newJob("late"), T0 + 3, 10, "w");
       await s.touchWorker("w", "ep", T0 + 3 + policy.executionTimeout);

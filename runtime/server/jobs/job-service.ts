@@ -73,11 +73,12 @@ export class JobService {
     const taker = this.#unpark(endpointId);
     const handed = Promise.withResolvers<void>();
     if (taker) taker.pending = handed.promise;
+    // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
+    // end of the store's id index instead of on a random page, so a commit writes fewer pages.
+    const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
     const job = await this.#store.enqueue(
       {
-        // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
-        // end of the store's id index instead of on a random page, so a commit writes fewer pages.
-        id: `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`,
+        id,
         endpointId,
         input: request.input,
         webhook: request.webhook,
@@ -93,8 +94,13 @@ export class JobService {
       this.#clock.now(),
       maxQueued,
       taker?.workerId,
-    ).catch((err: unknown) => {
-      if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
+    ).catch(async (err: unknown) => {
+      if (taker) {
+        // A write whose answer was lost (Redis) may have handed the job all the same: it goes back
+        // in the queue rather than waiting on a worker that never gets it (no-op if it was not written).
+        if (!(err instanceof QueueFullError)) await this.#store.returnJobs(taker.workerId, [id], this.#clock.now()).catch(() => {});
+        this.#settleHandOff(endpointId, taker, null, handed.resolve);
+      }
       if (!(err instanceof QueueFullError)) throw err;
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
       throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });

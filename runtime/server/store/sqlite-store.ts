@@ -130,8 +130,8 @@ export class SqliteStore implements Store {
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
     return this.#tx((announce) => {
-      // Straight to a waiting worker only when nothing queued would be passed over.
-      if (handTo !== undefined && this.#sql.index.of(job.endpointId).queue.size === 0) {
+      // Straight to a waiting worker only when no live queued job would be passed over.
+      if (handTo !== undefined && jobReads.queueDepth(this.#sql, job.endpointId, now) === 0) {
         return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
       }
       // In the same step as the insert (a refusal throws before changing anything).

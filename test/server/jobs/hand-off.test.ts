@@ -126,3 +126,23 @@ test("a take that waits looks at the queue once before it parks, and a job hande
   expect(claims).toBe(2);
   await store.close();
 });
+
+test("a hand-off whose write landed but whose answer was lost (the store went away) gives the job back: the waiting worker still gets it", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const enqueue = store.enqueue.bind(store);
+  let written: string | undefined;
+  store.enqueue = async (...args) => {
+    written = (await enqueue(...args)).id;
+    throw new Error("no answer from the store");
+  };
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const waiting = jobs.take("ep", "w", 1, 60_000, new AbortController().signal);
+  while (clock.sleeping === 0) await new Promise((r) => setImmediate(r));
+  await expect(jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false })).rejects.toThrow("no answer from the store");
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+  clock.advance(60_000); // without the give-back the take would wait its full time for nothing
+  expect((await waiting)?.map((j) => j.id)).toEqual([written!]);
+  expect((await store.get("ep", written!, clock.now()))?.losses).toBe(0);
+  await store.close();
+});

@@ -9,7 +9,8 @@ export const JOB_SCRIPTS = {
   enqueue: `
 local f = cjson.decode(ARGV[5])
 local w = ARGV[7]
-local taken = w ~= '' and redis.call('ZCARD', P .. 'q:' .. f.ep) == 0
+-- Handed only when no live job is queued (expired ones still in the queue until swept do not count).
+local taken = w ~= '' and redis.call('ZCOUNT', st(f.ep, 'IN_QUEUE'), '(' .. n(now), '+inf') == 0
 if ARGV[6] ~= '' and not taken then
   local depth = redis.call('ZCOUNT', st(f.ep, 'IN_QUEUE'), '(' .. n(now), '+inf')
   if depth > tonumber(ARGV[6]) then return {'full', depth} end
