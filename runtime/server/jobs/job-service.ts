@@ -31,6 +31,8 @@ interface Taker {
   /** A hand-off chose this taker and its write has not committed yet. */
   pending: Promise<void> | null;
   wake: () => void;
+  /** When it first parked (an order, not a time): the longest-waiting taker is handed the next job. */
+  since?: number;
 }
 
 /**
@@ -47,6 +49,7 @@ export class JobService {
   readonly #wake: { events: Store["events"]; clock: Clock };
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
+  #parkings = 0;
 
   constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
     this.#store = deps.store;
@@ -117,15 +120,21 @@ export class JobService {
     return accepted;
   }
 
-  /** The longest-waiting taker of the endpoint whose client is still there, taken off the list. */
+  /**
+   * The longest-waiting taker of the endpoint whose client is still there, taken off the list.
+   * A taker looking at the queue again (woken by an announcement, or Redis's periodic re-check)
+   * parks again at the end of the list but keeps its place in this order.
+   */
   #unpark(endpointId: string): Taker | undefined {
     const parked = this.#parked.get(endpointId);
     if (!parked) return undefined;
+    let first: Taker | undefined;
     for (const taker of parked) {
-      parked.delete(taker);
-      if (!taker.done && !taker.signal?.aborted) return taker;
+      if (taker.done || taker.signal?.aborted) parked.delete(taker);
+      else if (!first || taker.since! < first.since!) first = taker;
     }
-    return undefined;
+    if (first) parked.delete(first);
+    return first;
   }
 
   /** A hand-off's write settled: the taker gets its job, or goes back to waiting. */
@@ -139,6 +148,7 @@ export class JobService {
 
   #park(endpointId: string, taker: Taker): void {
     if (taker.done || !this.#store.handsOff) return;
+    taker.since ??= ++this.#parkings;
     let parked = this.#parked.get(endpointId);
     if (!parked) this.#parked.set(endpointId, (parked = new Set()));
     parked.add(taker);

@@ -9,6 +9,7 @@ import { redisUrl } from "../../helpers/redis-server.ts";
 import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
 import { RETENTION } from "../../store/store-suite.ts";
+import { topics } from "../../../runtime/server/store/store-events.ts";
 
 const stores = {
   sqlite: async () => undefined, // the test server's own
@@ -144,5 +145,35 @@ test("a hand-off whose write landed but whose answer was lost (the store went aw
   clock.advance(60_000); // without the give-back the take would wait its full time for nothing
   expect((await waiting)?.map((j) => j.id)).toEqual([written!]);
   expect((await store.get("ep", written!, clock.now()))?.losses).toBe(0);
+  await store.close();
+});
+
+test("the longest-waiting worker is handed the next job, though another finished looking at the queue again after it", async () => {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(":memory:", { retention: RETENTION });
+  const claim = store.claim.bind(store);
+  let holdA: PromiseWithResolvers<void> | undefined;
+  store.claim = async (endpointId, workerId, ...rest) => {
+    if (workerId === "A" && holdA) await holdA.promise;
+    return claim(endpointId, workerId, ...rest);
+  };
+  const jobs = new JobService({ store, clock, config: parseConfig({ endpoints: { ep: {} } }), jobEvents: new JobEvents(() => {}) });
+  const settle = async (sleepers: number) => {
+    while (clock.sleeping !== sleepers) await new Promise((r) => setImmediate(r));
+  };
+  const a = jobs.take("ep", "A", 1, 60_000, new AbortController().signal);
+  await settle(1);
+  const b = jobs.take("ep", "B", 1, 60_000, new AbortController().signal);
+  await settle(2);
+  // Both look at the queue again (an announcement); A's look ends after B's.
+  holdA = Promise.withResolvers();
+  store.events.emit(topics.queue("ep"));
+  await settle(1);
+  holdA.resolve();
+  await settle(2);
+  const job = await jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false });
+  await settle(1); // the one handed the job has stopped waiting
+  clock.advance(60_000); // the other's wait runs out
+  expect([(await a)?.map((j) => j.id), await b]).toEqual([[job.id], null]);
   await store.close();
 });
