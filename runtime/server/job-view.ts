@@ -4,18 +4,14 @@ import type { StoredJob } from "./store/store.ts";
 
 /**
  * The job response body of the specification. Never includes s3Config, input or webhook.
- * `withOutput: false` leaves out the output and the error (a summary that must not parse a large result).
+ * `withOutput: false` leaves out the output (which a large result would have to be parsed for).
  */
 export function jobResponse(job: StoredJob, { withOutput = true } = {}): JobResponse {
   const body: JobResponse = { id: job.id, status: job.status };
   if (job.startedAt !== undefined) body.delayTime = job.startedAt - job.queuedAt;
   if (job.startedAt !== undefined && job.completedAt !== undefined) body.executionTime = job.completedAt - job.startedAt;
-  if (!withOutput) {
-    if (job.workerId !== undefined) body.workerId = job.workerId;
-    return body;
-  }
-  if (job.status === "COMPLETED") body.output = job.output;
-  else if (job.status === "IN_PROGRESS" && job.progress !== undefined) body.output = job.progress;
+  if (withOutput && job.status === "COMPLETED") body.output = job.output;
+  else if (withOutput && job.status === "IN_PROGRESS" && job.progress !== undefined) body.output = job.progress;
   if (job.error !== undefined) body.error = job.error;
   if (job.workerId !== undefined) body.workerId = job.workerId;
   return body;
@@ -28,5 +24,5 @@ export function jobResponse(job: StoredJob, { withOutput = true } = {}): JobResp
 export function jobResponseJson(job: StoredJob, extra?: Partial<JobResponse>): string {
   const raw = job.status === "COMPLETED" ? rawJson(job, "output") : undefined;
   if (raw === undefined) return JSON.stringify(extra ? { ...jobResponse(job), ...extra } : jobResponse(job));
-  return stringifyWith({ ...jobResponse(job, { withOutput: false }), ...(job.error !== undefined ? { error: job.error } : {}), ...extra }, "output", raw);
+  return stringifyWith({ ...jobResponse(job, { withOutput: false }), ...extra }, "output", raw);
 }

@@ -75,6 +75,6 @@ function eventStream(deps: AppDeps, c: Context<AppEnv>, onEnd: () => void): Resp
 function summary(e: JobEvent, endpointId: string): DashboardEvent {
   if (e.type === "refused") return { type: e.type, endpointId, reason: e.reason };
   if (e.type === "purged") return { type: e.type, endpointId, count: e.count };
-  const status = jobResponse(e.job, { withOutput: false });
+  const { error: _e, ...status } = jobResponse(e.job, { withOutput: false });
   return { type: e.type, endpointId, job: { ...status, createdAt: new Date(e.job.createdAt).toISOString(), sync: e.job.sync } };
 }

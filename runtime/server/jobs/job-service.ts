@@ -31,8 +31,8 @@ interface Taker {
   /** A hand-off chose this taker and its write has not committed yet. */
   pending: Promise<void> | null;
   wake: () => void;
-  /** When it first parked (an order, not a time): the longest-waiting taker is handed the next job. */
-  since?: number;
+  /** Looking at the queue again: not handed a job meanwhile (it may be about to return), but it keeps its place. */
+  claiming?: boolean;
 }
 
 /**
@@ -49,7 +49,6 @@ export class JobService {
   readonly #wake: { events: Store["events"]; clock: Clock };
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
-  #parkings = 0;
 
   constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
     this.#store = deps.store;
@@ -98,13 +97,14 @@ export class JobService {
       maxQueued,
       taker?.workerId,
     ).catch(async (err: unknown) => {
+      const full = err instanceof QueueFullError;
       if (taker) {
         // A write whose answer was lost (Redis) may have handed the job all the same: it goes back
         // in the queue rather than waiting on a worker that never gets it (no-op if it was not written).
-        if (!(err instanceof QueueFullError)) await this.#store.returnJobs(taker.workerId, [id], this.#clock.now()).catch(() => {});
+        if (!full) await this.#store.returnJobs(taker.workerId, [id], this.#clock.now()).catch(() => {});
         this.#settleHandOff(endpointId, taker, null, handed.resolve);
       }
-      if (!(err instanceof QueueFullError)) throw err;
+      if (!full) throw err;
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
       throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
     });
@@ -120,21 +120,16 @@ export class JobService {
     return accepted;
   }
 
-  /**
-   * The longest-waiting taker of the endpoint whose client is still there, taken off the list.
-   * A taker looking at the queue again (woken by an announcement, or Redis's periodic re-check)
-   * parks again at the end of the list but keeps its place in this order.
-   */
+  /** The longest-waiting taker of the endpoint whose client is still there and that is not claiming, taken off the list. */
   #unpark(endpointId: string): Taker | undefined {
     const parked = this.#parked.get(endpointId);
     if (!parked) return undefined;
-    let first: Taker | undefined;
     for (const taker of parked) {
-      if (taker.done || taker.signal?.aborted) parked.delete(taker);
-      else if (!first || taker.since! < first.since!) first = taker;
+      if (taker.claiming) continue;
+      parked.delete(taker);
+      if (!taker.done && !taker.signal?.aborted) return taker;
     }
-    if (first) parked.delete(first);
-    return first;
+    return undefined;
   }
 
   /** A hand-off's write settled: the taker gets its job, or goes back to waiting. */
@@ -148,7 +143,6 @@ export class JobService {
 
   #park(endpointId: string, taker: Taker): void {
     if (taker.done || !this.#store.handsOff) return;
-    taker.since ??= ++this.#parkings;
     let parked = this.#parked.get(endpointId);
     if (!parked) this.#parked.set(endpointId, (parked = new Set()));
     parked.add(taker);
@@ -224,8 +218,9 @@ export class JobService {
     };
     // A take that may wait claims in its wait's first look (one claim, not two, before it parks:
     // on Redis each is a round trip).
-    let jobs = ms > 0 && !signal?.aborted ? null : await claim();
-    if (ms > 0 && !signal?.aborted) {
+    const waits = ms > 0 && !signal?.aborted;
+    let jobs = waits ? null : await claim();
+    if (waits) {
       const taker: Taker = { workerId, done: false, signal, handed: null, pending: null, wake: () => {} };
       try {
         jobs = await waitFor(
@@ -235,11 +230,14 @@ export class JobService {
           async () => {
             if (taker.handed) return taker.handed;
             if (taker.pending) return null; // chosen for a hand-off: its write settles within a tick
-            // Off the list while it claims, so that no hand-off picks a taker about to return.
-            this.#parked.get(endpointId)?.delete(taker);
+            // Passed over by hand-offs while it claims (it may be about to return), in its place in
+            // line (Redis re-checks every few seconds: the longest-waiting taker stays first).
+            taker.claiming = true;
             const claimed = await claim();
-            if (!claimed) this.#park(endpointId, taker);
-            return claimed;
+            if (claimed) return claimed;
+            taker.claiming = false;
+            this.#park(endpointId, taker);
+            return null;
           },
           signal,
           (wake) => (taker.wake = wake),

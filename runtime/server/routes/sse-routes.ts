@@ -64,13 +64,13 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   };
   const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
   return eventStreamResponse(async (write, gone) => {
-    const send = (event: string, data: unknown, text = JSON.stringify(data)) => write(`event: ${event}\nid: ${eventId()}\ndata: ${text}\n\n`);
+    const send = (event: string, json: string) => write(`event: ${event}\nid: ${eventId()}\ndata: ${json}\n\n`);
     for (;;) {
       const seen = at;
       const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone);
       if (gone.aborted) return;
       if (!r) {
-        send("gone", { id, error: `job ${id} not found (purged or expired)` });
+        send("gone", JSON.stringify({ id, error: `job ${id} not found (purged or expired)` }));
         return;
       }
       if (r.job.retries !== at.retries) {
@@ -79,12 +79,12 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
       }
       for (const chunk of r.chunks) {
         at = { ...at, chunks: at.chunks + 1 };
-        send("chunk", streamElement(chunk));
+        send("chunk", JSON.stringify(streamElement(chunk)));
       }
       const stamp = stampOf(r.job);
       if (stamp !== at.stamp) {
         at = { ...at, stamp };
-        send("status", undefined, await statusBody(r.job));
+        send("status", await statusBody(r.job));
       } else if (!r.chunks.length) write(": keepalive\n\n");
       if (isFinal(r.job.status)) return;
     }

@@ -130,15 +130,11 @@ export class SqliteStore implements Store {
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
     return this.#tx((announce) => {
+      const depth = handTo !== undefined || maxQueued !== undefined ? jobReads.queueDepth(this.#sql, job.endpointId, now) : 0;
       // Straight to a waiting worker only when no live queued job would be passed over.
-      if (handTo !== undefined && jobReads.queueDepth(this.#sql, job.endpointId, now) === 0) {
-        return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
-      }
+      if (handTo !== undefined && depth === 0) return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
       // In the same step as the insert (a refusal throws before changing anything).
-      if (maxQueued !== undefined) {
-        const depth = jobReads.queueDepth(this.#sql, job.endpointId, now);
-        if (depth > maxQueued) throw new QueueFullError(depth);
-      }
+      if (maxQueued !== undefined && depth > maxQueued) throw new QueueFullError(depth);
       return jobTransitions.enqueue(this.#sql, job, now, announce);
     });
   }
