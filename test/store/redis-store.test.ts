@@ -15,6 +15,32 @@ const T0 = 1_790_000_000_000;
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
 const newJob = (id: string, over: Partial<NewJob> = {}): NewJob => ({ id, endpointId: "ep", input: { id }, policy, sync: false, ...over });
 
+/** Script runs (EVALSHA calls) the redis-server has answered so far. */
+async function evalshaCalls(): Promise<number> {
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    const stats = String(await raw.send("INFO", ["commandstats"]));
+    return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  } finally {
+    raw.close();
+  }
+}
+
+test("redis: submissions that arrive together reach Redis as one script run", async () => {
+  const s = await connect();
+  try {
+    await s.enqueue(newJob("first"), T0); // the script is loaded
+    const before = await evalshaCalls();
+    const ids = Array.from({ length: 20 }, (_, i) => `j${i}`);
+    const jobs = await Promise.all(ids.map((id) => s.enqueue(newJob(id), T0)));
+    expect(await evalshaCalls()).toBe(before + 1);
+    expect(jobs.map((j) => [j.id, j.status])).toEqual(ids.map((id) => [id, "IN_QUEUE"]));
+    expect((await s.claim("ep", "w", 30, T0)).map((j) => j.id)).toEqual(["first", ...ids]);
+  } finally {
+    await s.close();
+  }
+});
+
 describe("redis store, several servers on one prefix", () => {
   test("a batch claim on one server announces every job it took to the others", async () => {
     const p = prefix();

@@ -79,6 +79,33 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.sweep(T0 + 3 + policy.executionTimeout, 10 * policy.executionTimeout)).timedOut).toContainEqual({ jobId: "late", workerId: "w" });
     }));
 
+    test("submissions in one turn of the event loop are answered each on its own, in order: handed, queued, full, a duplicate id", withStore(async (s) => {
+      await s.enqueue(newJob("a"), T0);
+      await s.claim("ep", "w0", 1, T0); // nothing queued now; "a" runs on w0
+      const results = await Promise.allSettled([
+        s.enqueue(newJob("handed"), T0 + 1, 10, "w1"), // nothing queued: to the waiting worker
+        s.enqueue(newJob("b"), T0 + 1),
+        s.enqueue(newJob("behind"), T0 + 1, 10, "w2"), // "b" was queued before it: queued too
+        s.enqueue(newJob("a"), T0 + 1), // the id is taken
+        s.enqueue(newJob("c"), T0 + 1, 1), // 2 queued, more than 1
+        s.enqueue(newJob("d", { endpointId: "other" }), T0 + 2, 0, "w3"), // its own endpoint's queue is empty
+      ]);
+      expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "rejected", "rejected", "fulfilled"]);
+      const job = (i: number) => (results[i] as PromiseFulfilledResult<Awaited<ReturnType<Store["enqueue"]>>>).value;
+      expect(job(0)).toMatchObject({ id: "handed", status: "IN_PROGRESS", workerId: "w1", startedAt: T0 + 1 });
+      expect(job(1)).toMatchObject({ id: "b", status: "IN_QUEUE", queuedAt: T0 + 1 });
+      expect([job(2).status, job(2).workerId]).toEqual(["IN_QUEUE", undefined]);
+      expect((results[3] as PromiseRejectedResult).reason).not.toBeInstanceOf(QueueFullError);
+      expect((results[4] as PromiseRejectedResult).reason).toBeInstanceOf(QueueFullError);
+      expect(job(5)).toMatchObject({ id: "d", status: "IN_PROGRESS", workerId: "w3", startedAt: T0 + 2 });
+      // The duplicate and the refusal changed nothing.
+      expect(await s.get("ep", "a", T0 + 2)).toMatchObject({ status: "IN_PROGRESS", workerId: "w0", input: { id: "a" } });
+      expect(await s.get("ep", "c", T0 + 2)).toBeNull();
+      expect((await s.health("ep", T0 + 2, 60_000)).jobs).toMatchObject({ inQueue: 2, inProgress: 2 });
+      expect((await s.claim("ep", "w4", 5, T0 + 2)).map((j) => j.id)).toEqual(["b", "behind"]);
+      expect(await s.get("other", "d", T0 + 2)).toMatchObject({ status: "IN_PROGRESS", workerId: "w3" });
+    }));
+
     test("enqueue with maxQueued refuses, changing nothing, once more live jobs than that are queued", withStore(async (s) => {
       await s.enqueue(newJob("gone", { policy: { ...policy, ttl: 10 } }), T0);
       for (const id of ["a", "b"]) await s.enqueue(newJob(id), T0);

@@ -16,9 +16,13 @@ local function job(id)
   return t
 end
 local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end
--- Topics are collected and published once when the script ends (one message, a JSON array when several).
-local topics = {}
-local function pub(topic) topics[#topics + 1] = topic end
+-- Topics are collected, each once, and published when the script ends (one message, a JSON array when several).
+local topics, topicSeen = {}, {}
+local function pub(topic)
+  if topicSeen[topic] then return end
+  topicSeen[topic] = true
+  topics[#topics + 1] = topic
+end
 -- Topics of removed jobs: their listener counts go once the last announcement is out.
 local forgotten = {}
 local function st(ep, status) return P .. 'st:' .. ep .. ':' .. status end

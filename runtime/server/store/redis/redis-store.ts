@@ -7,13 +7,13 @@ import type {
   Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
-import { QueueFullError } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
 import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
+import { RedisEnqueuer } from "./redis-enqueue.ts";
 
 const SWEEP_BATCH = 500;
 
@@ -30,6 +30,7 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
+  readonly #enqueuer: RedisEnqueuer;
   readonly #watch: ReplyWatch;
   #closing = false;
 
@@ -39,6 +40,7 @@ export class RedisStore implements Store {
     this.#subscriber = subscriber;
     this.#prefix = prefix;
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
+    this.#enqueuer = new RedisEnqueuer(this.#scripts);
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
@@ -61,42 +63,8 @@ export class RedisStore implements Store {
     return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
   }
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
-    const fields: Record<string, string> = {
-      id: job.id,
-      ep: job.endpointId,
-      input: JSON.stringify(job.input),
-      policy: JSON.stringify(job.policy),
-      timeout: String(job.policy.executionTimeout),
-      ttl: String(job.policy.ttl),
-      low: job.policy.lowPriority ? "1" : "0",
-      sync: job.sync ? "1" : "0",
-    };
-    if (job.webhook) fields.webhook = job.webhook;
-    if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
-    if (job.keyId) fields.key = job.keyId;
-    const r = await this.#scripts.run("enqueue", [now, JSON.stringify(fields), maxQueued ?? "", handTo ?? ""]);
-    if (Array.isArray(r) && r[0] === "full") throw new QueueFullError(Number(r[1]));
-    // The script answers only the order it gave the job (and a deadline when it was handed to
-    // `handTo`): every other field is known here.
-    const queued: StoredJob = {
-      id: job.id,
-      endpointId: job.endpointId,
-      status: "IN_QUEUE",
-      input: job.input,
-      webhook: job.webhook || undefined,
-      policy: job.policy,
-      s3Config: job.s3Config,
-      sync: job.sync,
-      keyId: job.keyId || undefined,
-      createdAt: now,
-      queuedAt: now,
-      expiresAt: now + job.policy.ttl,
-      losses: 0,
-      retries: 0,
-    };
-    if (!Array.isArray(r)) return queued;
-    return { ...queued, status: "IN_PROGRESS", startedAt: now, deadline: Number(r[2]), workerId: handTo };
+  enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
+    return this.#enqueuer.enqueue(job, now, maxQueued, handTo);
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
