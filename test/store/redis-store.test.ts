@@ -26,7 +26,7 @@ async function evalshaCalls(): Promise<number> {
   }
 }
 
-test("redis: submissions that arrive together reach Redis as one script run", async () => {
+test("redis: submissions that arrive together reach Redis as one script run, and so do results", async () => {
   const s = await connect();
   try {
     await s.enqueue(newJob("first"), T0); // the script is loaded
@@ -36,6 +36,10 @@ test("redis: submissions that arrive together reach Redis as one script run", as
     expect(await evalshaCalls()).toBe(before + 1);
     expect(jobs.map((j) => [j.id, j.status])).toEqual(ids.map((id) => [id, "IN_QUEUE"]));
     expect((await s.claim("ep", "w", 30, T0)).map((j) => j.id)).toEqual(["first", ...ids]);
+    const beforeResults = await evalshaCalls();
+    const done = await Promise.all(ids.map((id, i) => s.finish("w", id, { output: i }, false, T0 + 1)));
+    expect(await evalshaCalls()).toBe(beforeResults + 1);
+    expect(done.map((j) => [j?.id, j?.status, j?.output])).toEqual(ids.map((id, i) => [id, "COMPLETED", i]));
   } finally {
     await s.close();
   }

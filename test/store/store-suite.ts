@@ -180,6 +180,24 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 1, cost: 0.5 }]);
     }));
 
+    test("results in one turn of the event loop are answered each on its own, in order, each at its own time", withStore(async (s) => {
+      for (const id of ["f", "g", "h"]) await s.enqueue(newJob(id, { keyId: "k1" }), T0);
+      await s.claim("ep", "w", 2, T0);
+      await s.claim("ep", "v", 1, T0);
+      const answers = await Promise.all([
+        s.finish("w", "f", { output: 1 }, false, T0 + 10, 0.5),
+        s.finish("other", "g", { output: 2 }, false, T0 + 11), // not its job
+        s.finish("w", "g", { error: "boom" }, false, T0 + 12),
+        s.finish("w", "f", { output: 3 }, false, T0 + 13, 0.5), // a repeat
+        s.finish("v", "h", { output: [1, 2] }, true, T0 + 14, 0.25),
+      ]);
+      expect(answers.map((j) => j && [j.id, j.status, j.completedAt])).toEqual([["f", "COMPLETED", T0 + 10], null, ["g", "FAILED", T0 + 12], null, ["h", "COMPLETED", T0 + 14]]);
+      expect(await s.get("ep", "f", T0 + 20)).toMatchObject({ output: 1, expiresAt: T0 + 10 + RETENTION.asyncMs });
+      expect(await s.readChunks("ep", "h", 0, T0 + 20)).toMatchObject({ chunks: [[1, 2]] });
+      expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 2, cost: 0.75 }]);
+      expect((await s.health("ep", T0 + 20, 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 0, completed: 2, failed: 1 });
+    }));
+
     test("cancel: a queued job is not taken, a running one's worker is told, a finished one is unchanged", withStore(async (s) => {
       for (const id of ["q", "r", "f"]) await s.enqueue(newJob(id), T0);
       const [r, f] = await s.claim("ep", "w", 2, T0);

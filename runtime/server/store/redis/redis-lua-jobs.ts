@@ -1,72 +1,8 @@
-/** The job scripts (run inside PRELUDE ... EPILOGUE of redis-lua-prelude.ts). */
-/**
- * One submission: `f` the job's fields (strings), `maxQueued` the most jobs queued to accept one
- * more or '', `w` a worker waiting in job-take on the calling server or '', `now` its clock.
- * Returns the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
- * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
- * full; {'duplicate'} when the id is taken. Queue depths are read once per script and counted on.
- */
-const ENQUEUE_ONE = `
-local depths = {}
-local function depthOf(ep, at)
-  local d = depths[ep]
-  -- Live jobs only (expired ones still in the queue until swept do not count).
-  if d == nil then d = redis.call('ZCOUNT', st(ep, 'IN_QUEUE'), '(' .. n(at), '+inf'); depths[ep] = d end
-  return d
-end
-local function enqueueOne(f, maxQueued, w, now)
-  local taken = w ~= '' and depthOf(f.ep, now) == 0
-  if maxQueued ~= '' and not taken then
-    local depth = depthOf(f.ep, now)
-    if depth > tonumber(maxQueued) then return {'full', depth} end
-  end
-  if redis.call('EXISTS', jk(f.id)) == 1 then return {'duplicate'} end
-  -- One counter gives both the queue order (seq, renewed by a retry) and the listing order (rid).
-  local seq = n(redis.call('INCR', P .. 'seq'))
-  f.seq = seq; f.rid = seq
-  f.status = 'IN_QUEUE'; f.created = n(now); f.queued = n(now)
-  f.losses = '0'; f.retries = '0'; f.chunks = '0'; f.read = '0'
-  local expires = now + tonumber(f.ttl)
-  f.expires = n(expires)
-  local deadline = now + tonumber(f.timeout)
-  if taken then f.status = 'IN_PROGRESS'; f.started = n(now); f.worker = w; f.deadline = n(deadline) end
-  local args = {}
-  for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
-  redis.call('HSET', jk(f.id), unpack(args))
-  redis.call('ZADD', P .. 'exp', expires, f.id)
-  redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
-  redis.call('ZADD', st(f.ep, f.status), expires, f.id)
-  if taken then
-    -- As a claim leaves it: running until its deadline, on the worker's list.
-    redis.call('ZADD', P .. 'run', deadline, f.id)
-    redis.call('SADD', P .. 'wjobs:' .. w, f.id)
-    redis.call('ZADD', P .. 'wact', now, w)
-    pub('job:' .. f.id)
-    return {'taken', seq, n(deadline)}
-  end
-  redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
-  if depths[f.ep] ~= nil then depths[f.ep] = depths[f.ep] + 1 end
-  -- Low-priority queued jobs have an index of their own: the scaler counts them apart.
-  if f.low == '1' then redis.call('ZADD', st(f.ep, 'LOW'), expires, f.id) end
-  pub('queue:' .. f.ep)
-  return seq
-end
-`;
+import { BATCHED_SCRIPTS } from "./redis-lua-batched.ts";
 
 /** The job scripts (run inside PRELUDE ... EPILOGUE of redis-lua-prelude.ts). */
 export const JOB_SCRIPTS = {
-  /** ARGV5 the job's fields as a JSON object, ARGV6 maxQueued, ARGV7 worker: see ENQUEUE_ONE. */
-  enqueue: `${ENQUEUE_ONE}
-return enqueueOne(cjson.decode(ARGV[5]), ARGV[6], ARGV[7], now)`,
-
-  /**
-   * The submissions that arrived together, in order: from ARGV5, four per job (fields JSON,
-   * maxQueued, worker, now). Returns one enqueue answer per job, in the same order.
-   */
-  enqueueBatch: `${ENQUEUE_ONE}
-local out = {}
-for i = 5, #ARGV, 4 do out[#out + 1] = enqueueOne(cjson.decode(ARGV[i]), ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])) end
-return out`,
+  ...BATCHED_SCRIPTS,
 
   /** ARGV5 endpoint, ARGV6 worker, ARGV7 max. Pops from the queue's head; expired or stale entries popped are the sweep's. */
   claim: `
@@ -142,32 +78,6 @@ if not live(j, ARGV[5]) then return nil end
 local chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, tonumber(ARGV[7]), -1)
 table.insert(chunks, 1, cjson.encode(j))
 return chunks`,
-
-  /** ARGV5 worker, ARGV6 job, ARGV7 output|error, ARGV8 payload JSON or '', ARGV9 final chunks, ARGV10 cost e10 or ''. */
-  finish: `
-local w, id = ARGV[5], ARGV[6]
-local j = job(id)
-if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= w then return nil end
--- Every argument is checked before the first write: Redis does not roll a failed script back.
-local finalChunks = cjson.decode(ARGV[9])
-if ARGV[10] ~= '' and not tonumber(ARGV[10]) then return redis.error_reply('cost is not a number') end
-local failed = ARGV[7] == 'error'
-unrun(j)
-drop(j, {'output', 'error'})
-local fields = {}
-if ARGV[8] ~= '' then fields = {ARGV[7], ARGV[8]} end
-if tonumber(j.chunks) == 0 and #finalChunks > 0 then
-  rpush(P .. 'ch:' .. id, finalChunks)
-  fields[#fields + 1] = 'chunks'; fields[#fields + 1] = tostring(#finalChunks)
-end
-redis.call('ZADD', P .. 'wact', now, w)
-if not failed and ARGV[10] ~= '' and j.key and j.key ~= '' then
-  local uk = j.key .. '\\n' .. j.ep
-  redis.call('HINCRBY', P .. 'usage:jobs', uk, 1)
-  redis.call('HINCRBY', P .. 'usage:cost', uk, ARGV[10])
-end
-ended(j, failed and 'FAILED' or 'COMPLETED', fields)
-return cjson.encode(j)`,
 
   /** ARGV5 endpoint, ARGV6 job. Returns {1 if this call cancelled it, else 0; job JSON}, or nil. */
   cancel: `

@@ -13,7 +13,8 @@ import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, toJob } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
-import { RedisEnqueuer } from "./redis-enqueue.ts";
+import { enqueued, jobFields } from "./redis-enqueue.ts";
+import { ScriptBatch } from "./redis-script-batch.ts";
 
 const SWEEP_BATCH = 500;
 
@@ -30,7 +31,8 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
-  readonly #enqueuer: RedisEnqueuer;
+  readonly #enqueues: ScriptBatch;
+  readonly #finishes: ScriptBatch;
   readonly #watch: ReplyWatch;
   #closing = false;
 
@@ -40,7 +42,8 @@ export class RedisStore implements Store {
     this.#subscriber = subscriber;
     this.#prefix = prefix;
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
-    this.#enqueuer = new RedisEnqueuer(this.#scripts);
+    this.#enqueues = new ScriptBatch(this.#scripts, "enqueue");
+    this.#finishes = new ScriptBatch(this.#scripts, "finish");
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
@@ -63,8 +66,9 @@ export class RedisStore implements Store {
     return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
   }
 
-  enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
-    return this.#enqueuer.enqueue(job, now, maxQueued, handTo);
+  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
+    const reply = await this.#enqueues.run(now, [jobFields(job), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
+    return enqueued(job, now, handTo, reply);
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
@@ -114,8 +118,7 @@ export class RedisStore implements Store {
     const payload = failed ? result.error : result.output;
     const text = payload === undefined ? "" : JSON.stringify(payload);
     const finalChunks = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text) : [];
-    const r = await this.#scripts.run("finish", [
-      now,
+    const r = await this.#finishes.run(now, [
       workerId,
       jobId,
       failed ? "error" : "output",
@@ -123,6 +126,7 @@ export class RedisStore implements Store {
       JSON.stringify(finalChunks.map((c) => JSON.stringify(c ?? null))),
       costE10(cost),
     ]);
+    if (Array.isArray(r)) throw new Error(String(r[1]));
     return r ? toJob(JSON.parse(r)) : null;
   }
 

@@ -1,0 +1,125 @@
+/**
+ * The job scripts that calls arriving together share: each has a form for one call and a batch
+ * form that runs several in one script (one round trip), in order. A call's answer is the same
+ * in both; the batch form answers a list, one entry per call (false for a nil answer).
+ */
+
+/**
+ * One submission: `fields` the job's fields as a JSON object of strings, `maxQueued` the most jobs
+ * queued to accept one more or '', `w` a worker waiting in job-take on the calling server or ''.
+ * Answers the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
+ * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
+ * full; {'duplicate'} when the id is taken. Queue depths are read once per script and counted on.
+ */
+const ENQUEUE = `
+local depths = {}
+local function depthOf(ep)
+  local d = depths[ep]
+  -- Live jobs only (expired ones still in the queue until swept do not count).
+  if d == nil then d = redis.call('ZCOUNT', st(ep, 'IN_QUEUE'), '(' .. n(now), '+inf'); depths[ep] = d end
+  return d
+end
+local function enqueue(fields, maxQueued, w)
+  local f = cjson.decode(fields)
+  local taken = w ~= '' and depthOf(f.ep) == 0
+  if maxQueued ~= '' and not taken then
+    local depth = depthOf(f.ep)
+    if depth > tonumber(maxQueued) then return {'full', depth} end
+  end
+  if redis.call('EXISTS', jk(f.id)) == 1 then return {'duplicate'} end
+  -- One counter gives both the queue order (seq, renewed by a retry) and the listing order (rid).
+  local seq = n(redis.call('INCR', P .. 'seq'))
+  f.seq = seq; f.rid = seq
+  f.status = 'IN_QUEUE'; f.created = n(now); f.queued = n(now)
+  f.losses = '0'; f.retries = '0'; f.chunks = '0'; f.read = '0'
+  local expires = now + tonumber(f.ttl)
+  f.expires = n(expires)
+  local deadline = now + tonumber(f.timeout)
+  if taken then f.status = 'IN_PROGRESS'; f.started = n(now); f.worker = w; f.deadline = n(deadline) end
+  local args = {}
+  for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
+  redis.call('HSET', jk(f.id), unpack(args))
+  redis.call('ZADD', P .. 'exp', expires, f.id)
+  redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
+  redis.call('ZADD', st(f.ep, f.status), expires, f.id)
+  if taken then
+    -- As a claim leaves it: running until its deadline, on the worker's list.
+    redis.call('ZADD', P .. 'run', deadline, f.id)
+    redis.call('SADD', P .. 'wjobs:' .. w, f.id)
+    redis.call('ZADD', P .. 'wact', now, w)
+    pub('job:' .. f.id)
+    return {'taken', seq, n(deadline)}
+  end
+  redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
+  if depths[f.ep] ~= nil then depths[f.ep] = depths[f.ep] + 1 end
+  -- Low-priority queued jobs have an index of their own: the scaler counts them apart.
+  if f.low == '1' then redis.call('ZADD', st(f.ep, 'LOW'), expires, f.id) end
+  pub('queue:' .. f.ep)
+  return seq
+end
+`;
+
+/**
+ * A worker's result: `kind` output or error, `payload` its JSON or '', `chunks` a JSON array of
+ * final chunk JSON texts, `cost` in units of 1e-10 or ''. Answers the job as JSON once final, nil
+ * when it is not this worker's running job (a repeat, or another worker's), {'error', why} for a
+ * bad argument (checked before the first write: Redis does not roll a failed script back).
+ */
+const FINISH = `
+local function finish(w, id, kind, payload, chunks, cost)
+  local j = job(id)
+  if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= w then return nil end
+  local finalChunks = cjson.decode(chunks)
+  if cost ~= '' and not tonumber(cost) then return {'error', 'cost is not a number'} end
+  local failed = kind == 'error'
+  unrun(j)
+  drop(j, {'output', 'error'})
+  local fields = {}
+  if payload ~= '' then fields = {kind, payload} end
+  if tonumber(j.chunks) == 0 and #finalChunks > 0 then
+    rpush(P .. 'ch:' .. id, finalChunks)
+    fields[#fields + 1] = 'chunks'; fields[#fields + 1] = tostring(#finalChunks)
+  end
+  redis.call('ZADD', P .. 'wact', now, w)
+  if not failed and cost ~= '' and j.key and j.key ~= '' then
+    local uk = j.key .. '\\n' .. j.ep
+    redis.call('HINCRBY', P .. 'usage:jobs', uk, 1)
+    redis.call('HINCRBY', P .. 'usage:cost', uk, cost)
+  end
+  ended(j, failed and 'FAILED' or 'COMPLETED', fields)
+  return cjson.encode(j)
+end
+`;
+
+/**
+ * The one-call script (its arguments from ARGV5) and the batch script (from ARGV5, per call its
+ * clock, then its arguments; each call runs at its own clock).
+ */
+function oneAndBatch(body: string, fn: string, arity: number): { one: string; batch: string } {
+  const args = (from: string) => Array.from({ length: arity }, (_, k) => `ARGV[${from} + ${k}]`).join(", ");
+  return {
+    one: `${body}\nreturn ${fn}(${args("5")})`,
+    batch: `${body}
+local out = {}
+for i = 5, #ARGV, ${arity + 1} do
+  now = tonumber(ARGV[i])
+  local r = ${fn}(${args("i + 1")})
+  if r == nil then r = false end
+  out[#out + 1] = r
+end
+return out`,
+  };
+}
+
+const enqueue = oneAndBatch(ENQUEUE, "enqueue", 3);
+const finish = oneAndBatch(FINISH, "finish", 6);
+
+export const BATCHED_SCRIPTS = {
+  enqueue: enqueue.one,
+  enqueueBatch: enqueue.batch,
+  finish: finish.one,
+  finishBatch: finish.batch,
+};
+
+/** The batch form of each batched script. */
+export const BATCH_FORM = { enqueue: "enqueueBatch", finish: "finishBatch" } as const;
