@@ -34,7 +34,6 @@ export type RouteDeps = AppDeps & { jobs: JobService };
 /** Values the middleware puts on each request's context. */
 export interface AppEnv {
   Variables: {
-    requestId: string;
     key: ApiKeyRecord;
     endpointId: string;
     /**

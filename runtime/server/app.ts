@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { httpErrors } from "./http-error.ts";
+import { httpErrors, requestIdOf } from "./http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { authenticate, authorize } from "./access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
@@ -21,12 +21,6 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   const app = new Hono<AppEnv>();
   const metrics = deps.metrics ?? new ServerMetrics(deps);
   app.use(countRequests(metrics));
-
-  app.use(async (c, next) => {
-    const requestId = c.req.header("x-request-id")?.slice(0, 128) || crypto.randomUUID();
-    c.set("requestId", requestId);
-    await next();
-  });
 
   const v2 = new Hono<AppEnv>();
 
@@ -52,7 +46,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.onError((err, c) => {
     const known = asHttpError(err);
     if (known) return c.json({ error: known.message }, known.status, known.headers);
-    const requestId = c.get("requestId");
+    const requestId = requestIdOf(c.req);
     log.error("unexpected error", { requestId, method: c.req.method, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
     return c.json({ error: `internal server error (request id ${requestId})` }, 500);
   });

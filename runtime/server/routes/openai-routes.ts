@@ -6,7 +6,7 @@ import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
 import { authenticate, authorize } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { httpErrors } from "../http-error.ts";
+import { httpErrors, requestIdOf } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
 import { eventStreamResponse } from "../event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
@@ -65,7 +65,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (err instanceof OpenaiError) return c.json(errorBody(err.status, err.message, err.param, err.code), err.status);
     const known = asHttpError(err);
     if (known) return c.json(errorBody(known.status, known.message), known.status, known.headers);
-    const requestId = c.get("requestId");
+    const requestId = requestIdOf(c.req);
     deps.log.error("unexpected error", { requestId, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
     return c.json(errorBody(500, `internal server error (request id ${requestId})`), 500);
   });

@@ -87,6 +87,11 @@ describe("/metrics", () => {
     expect(after.value("spool_jobs_retried_total", { endpoint: "echo" })).toBe(1);
     expect(after.value("spool_jobs_purged_total", { endpoint: "full" })).toBe(51);
     expect(after.value("spool_queue_depth", { endpoint: "full" })).toBe(0);
+    // A scrape reads the counts; it does not add them again.
+    expect(after.value("spool_jobs_submitted_total", { endpoint: "full" })).toBe(51);
+    expect(after.value("spool_jobs_ended_total", { endpoint: "echo", status: "COMPLETED" })).toBe(1);
+    expect(after.value("spool_http_requests_total", { method: "GET", route: "/v2/:endpoint/job-take/:worker", status: "200" })).toBe(3);
+    expect(after.value("spool_http_requests_total", { method: "GET", route: "/metrics", status: "200" })).toBe(1);
 
     // Process metrics.
     expect(m.value("process_cpu_seconds_total")).toBeGreaterThan(0);
