@@ -354,6 +354,26 @@ describe("payload size", () => {
     await expectOnlyJobs(srv, []);
   });
 
+  test("a /run body over 10 MiB is 413 whether it declares its length or comes in chunks, and a chunked one under it is accepted", async () => {
+    await using srv = await startTestServer();
+    const headers = { authorization: `Bearer ${srv.key}`, "content-type": "application/json" };
+    const chunked = (text: string) =>
+      new ReadableStream({
+        start(controller) {
+          for (let i = 0; i < text.length; i += 1024 * 1024) controller.enqueue(new TextEncoder().encode(text.slice(i, i + 1024 * 1024)));
+          controller.close();
+        },
+      });
+    const over = JSON.stringify({ input: { pad: "x".repeat(10 * MiB) } });
+    for (const body of [over, chunked(over)]) {
+      const res = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body });
+      expect([res.status, (await res.json()).error]).toEqual([413, `request body is larger than the limit of ${10 * MiB} bytes`]);
+    }
+    const under = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body: chunked(JSON.stringify({ input: { pad: "x" } })) });
+    expect([under.status, (await under.json()).status]).toEqual([200, "IN_QUEUE"]);
+    expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(1);
+  });
+
   test("a body over the server's 64 MiB cap is 413 with an {error} body, on client and worker routes", async () => {
     await using srv = await startTestServer();
     const huge = bodyOfSize(65 * MiB);
