@@ -367,10 +367,10 @@ describe("payload size", () => {
     const over = JSON.stringify({ input: { pad: "x".repeat(10 * MiB) } });
     for (const body of [over, chunked(over)]) {
       const res = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body });
-      expect([res.status, (await res.json()).error]).toEqual([413, `request body is larger than the limit of ${10 * MiB} bytes`]);
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([413, `request body is larger than the limit of ${10 * MiB} bytes`]);
     }
     const under = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body: chunked(JSON.stringify({ input: { pad: "x" } })) });
-    expect([under.status, (await under.json()).status]).toEqual([200, "IN_QUEUE"]);
+    expect([under.status, ((await under.json()) as { status: string }).status]).toEqual([200, "IN_QUEUE"]);
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(1);
   });
 

@@ -45,6 +45,24 @@ test("redis: submissions that arrive together reach Redis as one script run, and
   }
 });
 
+test("redis: a submission that fails in Redis fails alone, the others sent with it land", async () => {
+  const p = prefix();
+  const s = await connect(p);
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    await raw.send("SET", [`${p}list:broken`, "not a sorted set"]); // the broken endpoint's listing cannot be written
+    const results = await Promise.allSettled([s.enqueue(newJob("a"), T0), s.enqueue(newJob("x", { endpointId: "broken" }), T0), s.enqueue(newJob("b"), T0)]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(String((results[1] as PromiseRejectedResult).reason)).toContain("WRONGTYPE");
+    expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["a", "b"]);
+    // Alone it fails the same way.
+    expect(String(await s.enqueue(newJob("y", { endpointId: "broken" }), T0).catch((e) => e))).toContain("WRONGTYPE");
+  } finally {
+    raw.close();
+    await s.close();
+  }
+});
+
 describe("redis store, several servers on one prefix", () => {
   test("a batch claim on one server announces every job it took to the others", async () => {
     const p = prefix();

@@ -93,7 +93,9 @@ end
 
 /**
  * The one-call script (its arguments from ARGV5) and the batch script (from ARGV5, per call its
- * clock, then its arguments; each call runs at its own clock).
+ * clock, then its arguments). In a batch each call runs at its own clock, and a call that fails
+ * (a Redis error) answers {'error', message} without failing the calls around it, as it would
+ * have failed alone.
  */
 function oneAndBatch(body: string, fn: string, arity: number): { one: string; batch: string } {
   const args = (from: string) => Array.from({ length: arity }, (_, k) => `ARGV[${from} + ${k}]`).join(", ");
@@ -103,8 +105,9 @@ function oneAndBatch(body: string, fn: string, arity: number): { one: string; ba
 local out = {}
 for i = 5, #ARGV, ${arity + 1} do
   now = tonumber(ARGV[i])
-  local r = ${fn}(${args("i + 1")})
-  if r == nil then r = false end
+  local ok, r = pcall(${fn}, ${args("i + 1")})
+  if not ok then r = {'error', type(r) == 'table' and r.err or tostring(r)}
+  elseif r == nil then r = false end
   out[#out + 1] = r
 end
 return out`,
