@@ -63,6 +63,23 @@ test("redis: a submission that fails in Redis fails alone, the others sent with 
   }
 });
 
+test("redis: after Redis loses its scripts, submissions of one turn still run in the order they came", async () => {
+  const s = await connect();
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    await raw.send("SCRIPT", ["FLUSH"]);
+    await s.enqueue(newJob("first"), T0); // alone: finds its script missing
+    // More than one batch holds: 64 go as one script run, the last alone, handed only if nothing is queued.
+    const ids = Array.from({ length: 64 }, (_, i) => `j${i}`);
+    const jobs = await Promise.all([...ids.map((id) => s.enqueue(newJob(id), T0)), s.enqueue(newJob("last"), T0, 1_000, "w")]);
+    expect(jobs.at(-1)).toMatchObject({ id: "last", status: "IN_QUEUE" });
+    expect((await s.claim("ep", "w", 100, T0)).map((j) => j.id)).toEqual(["first", ...ids, "last"]);
+  } finally {
+    raw.close();
+    await s.close();
+  }
+});
+
 describe("redis store, several servers on one prefix", () => {
   test("a batch claim on one server announces every job it took to the others", async () => {
     const p = prefix();

@@ -180,6 +180,22 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 1, cost: 0.5 }]);
     }));
 
+    test("submissions in one turn count the queue at their own clocks: a job expired by a later one's clock is not counted", withStore(async (s) => {
+      const short = { ...policy, ttl: 10_000 };
+      await s.enqueue(newJob("old", { policy: short }), T0);
+      await s.enqueue(newJob("h-old", { endpointId: "h", policy: short }), T0);
+      const answers = await Promise.allSettled([
+        s.enqueue(newJob("a"), T0 + 5_000, 0), // "old" is live then: more than 0 queued
+        s.enqueue(newJob("b"), T0 + 20_000, 0), // "old" has expired by then
+        s.enqueue(newJob("h1", { endpointId: "h" }), T0 + 5_000, 0), // "h-old" is live: full
+        s.enqueue(newJob("h2", { endpointId: "h" }), T0 + 20_000, 10, "w"), // nothing live queued: handed
+      ]);
+      expect(answers.map((r) => r.status)).toEqual(["rejected", "fulfilled", "rejected", "fulfilled"]);
+      expect((answers[0] as PromiseRejectedResult).reason).toBeInstanceOf(QueueFullError);
+      expect((answers[1] as PromiseFulfilledResult<unknown>).value).toMatchObject({ id: "b", status: "IN_QUEUE" });
+      expect((answers[3] as PromiseFulfilledResult<unknown>).value).toMatchObject({ id: "h2", status: "IN_PROGRESS", workerId: "w" });
+    }));
+
     test("results in one turn of the event loop are answered each on its own, in order, each at its own time", withStore(async (s) => {
       for (const id of ["f", "g", "h"]) await s.enqueue(newJob(id, { keyId: "k1" }), T0);
       await s.claim("ep", "w", 2, T0);

@@ -9,15 +9,20 @@
  * queued to accept one more or '', `w` a worker waiting in job-take on the calling server or ''.
  * Answers the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
  * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
- * full; {'duplicate'} when the id is taken. Queue depths are read once per script and counted on.
+ * full; {'duplicate'} when the id is taken. A queue's depth is read once per script and clock, and
+ * counted on from there.
  */
 const ENQUEUE = `
+-- Per endpoint: {depth, the clock it was counted at}; counted again for a call at another clock.
 local depths = {}
 local function depthOf(ep)
   local d = depths[ep]
-  -- Live jobs only (expired ones still in the queue until swept do not count).
-  if d == nil then d = redis.call('ZCOUNT', st(ep, 'IN_QUEUE'), '(' .. n(now), '+inf'); depths[ep] = d end
-  return d
+  if d == nil or d[2] ~= now then
+    -- Live jobs only (expired ones still in the queue until swept do not count).
+    d = {redis.call('ZCOUNT', st(ep, 'IN_QUEUE'), '(' .. n(now), '+inf'), now}
+    depths[ep] = d
+  end
+  return d[1]
 end
 local function enqueue(fields, maxQueued, w)
   local f = cjson.decode(fields)
@@ -42,6 +47,8 @@ local function enqueue(fields, maxQueued, w)
   redis.call('ZADD', P .. 'exp', expires, f.id)
   redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
   redis.call('ZADD', st(f.ep, f.status), expires, f.id)
+  -- Counted as soon as it is in the index the depth is read from.
+  if not taken and depths[f.ep] ~= nil then depths[f.ep][1] = depths[f.ep][1] + 1 end
   if taken then
     -- As a claim leaves it: running until its deadline, on the worker's list.
     redis.call('ZADD', P .. 'run', deadline, f.id)
@@ -51,7 +58,6 @@ local function enqueue(fields, maxQueued, w)
     return {'taken', seq, n(deadline)}
   end
   redis.call('ZADD', P .. 'q:' .. f.ep, seq, f.id)
-  if depths[f.ep] ~= nil then depths[f.ep] = depths[f.ep] + 1 end
   -- Low-priority queued jobs have an index of their own: the scaler counts them apart.
   if f.low == '1' then redis.call('ZADD', st(f.ep, 'LOW'), expires, f.id) end
   pub('queue:' .. f.ep)

@@ -1,7 +1,7 @@
 import { BATCH_FORM } from "./redis-lua-batched.ts";
 import type { RedisScripts } from "./redis-scripts.ts";
 
-/** Most calls in one script run, and about the most bytes of their arguments. */
+/** Most calls in one script run, and about the most characters of their arguments. */
 const BATCH_CALLS = 64;
 const BATCH_BYTES = 1024 * 1024;
 
@@ -49,7 +49,13 @@ export class ScriptBatch {
         ? this.scripts.run(this.name, [calls[0]!.now, ...calls[0]!.args]).then((r) => [r])
         : this.scripts.run(BATCH_FORM[this.name], [calls.at(-1)!.now, ...calls.flatMap((c) => [c.now, ...c.args])]);
     sent.then(
-      (replies) => calls.forEach((c, i) => c.resolve(replies[i] ?? null)),
+      (replies) => {
+        if (!Array.isArray(replies) || replies.length !== calls.length) {
+          const error = new Error(`${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
+          return calls.forEach((c) => c.reject(error));
+        }
+        calls.forEach((c, i) => c.resolve(replies[i] ?? null));
+      },
       (error) => calls.forEach((c) => c.reject(error)),
     );
   };

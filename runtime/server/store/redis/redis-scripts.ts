@@ -30,9 +30,18 @@ export class RedisScripts {
       return await this.client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
     } catch (err) {
       if (!String(err).includes("NOSCRIPT")) throw err;
-      // First use on this redis-server (or it restarted and lost its script cache): load, run again.
-      await this.client.send("SCRIPT", ["LOAD", SCRIPT_SOURCES[name]]);
+      // The redis-server restarted or lost its script cache: load them all, run again.
+      await this.loadAll();
       return await this.client.send("EVALSHA", [SCRIPT_SHAS[name], "0", ...argv]);
     }
+  }
+
+  /**
+   * Loads every script (done at connect, and again when one is missing). All or none are cached,
+   * so a call never runs ahead of one sent before it that waits to load its script: calls of one
+   * turn go out as a batch script and a one-call script, and must run in the order they came.
+   */
+  async loadAll(): Promise<void> {
+    await Promise.all(Object.values(SCRIPT_SOURCES).map((src) => this.client.send("SCRIPT", ["LOAD", src])));
   }
 }

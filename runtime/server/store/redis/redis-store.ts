@@ -58,6 +58,7 @@ export class RedisStore implements Store {
     const subscriber = await client.duplicate();
     const watch = watchReplies(client, { timeoutMs: replyTimeoutMs });
     const store = new RedisStore(client, subscriber, prefix, options, watch);
+    await store.#scripts.loadAll();
     await keepSubscribed(subscriber, `${prefix}events`, store.events, () => store.#closing);
     return store;
   }
