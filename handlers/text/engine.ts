@@ -198,9 +198,10 @@ export class TextEngine {
       let first = true;
       let end: { stopReason: string } | undefined;
       let failure: unknown;
+      const maxTokens = Math.min(req.maxTokens, room);
       running = completion
         .generateCompletionWithMeta(tokens, {
-          maxTokens: Math.min(req.maxTokens, room),
+          maxTokens,
           temperature: req.temperature,
           topP: req.topP,
           topK: req.topK,
@@ -214,8 +215,12 @@ export class TextEngine {
             if (first) this.stats.prompt(tokens.length, now - started, now);
             first = false;
             this.stats.generated(t.length, now);
-            unsent += t.length;
-            outputTokens += t.length;
+            // A token that ends in half a character is held until the next one completes it,
+            // also when it was the last one allowed, so node-llama-cpp can give one token more
+            // than maxTokens: the count a client sees (and pays for) stops at what it asked for.
+            const counted = Math.min(t.length, maxTokens - outputTokens);
+            unsent += counted;
+            outputTokens += counted;
           },
           onTextChunk: (text) => {
             queue.push({ type: "text", text, tokens: unsent });
