@@ -26,7 +26,7 @@ async function evalshaCalls(): Promise<number> {
   }
 }
 
-test("redis: submissions that arrive together reach Redis as one script run, and so do results", async () => {
+test("redis: submissions that arrive together reach Redis as one script run, and so do takes and results", async () => {
   const s = await connect();
   try {
     await s.enqueue(newJob("first"), T0); // the script is loaded
@@ -35,7 +35,10 @@ test("redis: submissions that arrive together reach Redis as one script run, and
     const jobs = await Promise.all(ids.map((id) => s.enqueue(newJob(id), T0)));
     expect(await evalshaCalls()).toBe(before + 1);
     expect(jobs.map((j) => [j.id, j.status])).toEqual(ids.map((id) => [id, "IN_QUEUE"]));
-    expect((await s.claim("ep", "w", 30, T0)).map((j) => j.id)).toEqual(["first", ...ids]);
+    const beforeTakes = await evalshaCalls();
+    const taken = await Promise.all([s.claim("ep", "w", 1, T0), s.claim("ep", "w", 30, T0)]);
+    expect(await evalshaCalls()).toBe(beforeTakes + 1);
+    expect(taken.flat().map((j) => j.id)).toEqual(["first", ...ids]);
     const beforeResults = await evalshaCalls();
     const done = await Promise.all(ids.map((id, i) => s.finish("w", id, { output: i }, false, T0 + 1)));
     expect(await evalshaCalls()).toBe(beforeResults + 1);

@@ -196,6 +196,27 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((answers[3] as PromiseFulfilledResult<unknown>).value).toMatchObject({ id: "h2", status: "IN_PROGRESS", workerId: "w" });
     }));
 
+    test("takes in one turn of the event loop are answered each on its own, in order, each at its own time", withStore(async (s) => {
+      await s.enqueue(newJob("a"), T0);
+      await s.enqueue(newJob("short", { policy: { ...policy, ttl: 10_000 } }), T0);
+      for (const id of ["b", "c", "d"]) await s.enqueue(newJob(id), T0);
+      const [w1, w2, none, w3, w4] = await Promise.all([
+        s.claim("ep", "w1", 1, T0 + 1),
+        s.claim("ep", "w2", 2, T0 + 20_000), // "short" has expired by its clock: passed over
+        s.claim("other", "w5", 3, T0 + 20_001),
+        s.claim("ep", "w3", 1, T0 + 20_002),
+        s.claim("ep", "w4", 5, T0 + 20_003), // nothing left
+      ]);
+      expect([w1, w2, none, w3, w4].map((jobs) => jobs.map((j) => [j.id, j.workerId, j.startedAt]))).toEqual([
+        [["a", "w1", T0 + 1]],
+        [["b", "w2", T0 + 20_000], ["c", "w2", T0 + 20_000]],
+        [],
+        [["d", "w3", T0 + 20_002]],
+        [],
+      ]);
+      expect((await s.health("ep", T0 + 20_004, 60_000)).jobs).toMatchObject({ inQueue: 0, inProgress: 4 });
+    }));
+
     test("results in one turn of the event loop are answered each on its own, in order, each at its own time", withStore(async (s) => {
       for (const id of ["f", "g", "h"]) await s.enqueue(newJob(id, { keyId: "k1" }), T0);
       await s.claim("ep", "w", 2, T0);

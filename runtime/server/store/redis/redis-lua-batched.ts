@@ -1,7 +1,8 @@
 /**
- * The job scripts that calls arriving together share: each has a form for one call and a batch
- * form that runs several in one script (one round trip), in order. A call's answer is the same
- * in both; the batch form answers a list, one entry per call (false for a nil answer).
+ * The job scripts that calls arriving together share (submissions, takes and results): each has
+ * a form for one call and a batch form that runs several in one script (one round trip), in
+ * order. A call's answer is the same in both; the batch form answers a list, one entry per call
+ * (false for a nil answer).
  */
 
 /**
@@ -98,6 +99,36 @@ end
 `;
 
 /**
+ * A worker's take of up to `max` jobs of an endpoint, popped from the queue's head (expired or
+ * stale entries popped are the sweep's). Answers the jobs as JSON, oldest first (none: empty).
+ */
+const CLAIM = `
+local function claim(ep, w, max)
+  max = tonumber(max)
+  local q = P .. 'q:' .. ep
+  local out, popped = {}, 0
+  while #out < max and popped < max * 4 + 64 do
+    local ids = redis.call('ZPOPMIN', q, max - #out)
+    if #ids == 0 then break end
+    for i = 1, #ids, 2 do
+      popped = popped + 1
+      local j = job(ids[i])
+      if j ~= nil and j.status == 'IN_QUEUE' and tonumber(j.expires) > now then
+        local deadline = now + tonumber(j.timeout)
+        setStatus(j, 'IN_PROGRESS', tonumber(j.expires), {'started', n(now), 'worker', w, 'deadline', n(deadline)})
+        redis.call('ZADD', P .. 'run', deadline, j.id)
+        redis.call('SADD', P .. 'wjobs:' .. w, j.id)
+        pub('job:' .. j.id)
+        out[#out + 1] = cjson.encode(j)
+      end
+    end
+  end
+  if #out > 0 then redis.call('ZADD', P .. 'wact', now, w) end
+  return out
+end
+`;
+
+/**
  * The one-call script (its arguments from ARGV5) and the batch script (from ARGV5, per call its
  * clock, then its arguments). In a batch each call runs at its own clock, and a call that fails
  * (a Redis error) answers {'error', message} without failing the calls around it, as it would
@@ -122,13 +153,16 @@ return out`,
 
 const enqueue = oneAndBatch(ENQUEUE, "enqueue", 3);
 const finish = oneAndBatch(FINISH, "finish", 6);
+const claim = oneAndBatch(CLAIM, "claim", 3);
 
 export const BATCHED_SCRIPTS = {
   enqueue: enqueue.one,
   enqueueBatch: enqueue.batch,
   finish: finish.one,
   finishBatch: finish.batch,
+  claim: claim.one,
+  claimBatch: claim.batch,
 };
 
 /** The batch form of each batched script. */
-export const BATCH_FORM = { enqueue: "enqueueBatch", finish: "finishBatch" } as const;
+export const BATCH_FORM = { enqueue: "enqueueBatch", finish: "finishBatch", claim: "claimBatch" } as const;

@@ -4,30 +4,6 @@ import { BATCHED_SCRIPTS } from "./redis-lua-batched.ts";
 export const JOB_SCRIPTS = {
   ...BATCHED_SCRIPTS,
 
-  /** ARGV5 endpoint, ARGV6 worker, ARGV7 max. Pops from the queue's head; expired or stale entries popped are the sweep's. */
-  claim: `
-local ep, w, max = ARGV[5], ARGV[6], tonumber(ARGV[7])
-local q = P .. 'q:' .. ep
-local out, popped = {}, 0
-while #out < max and popped < max * 4 + 64 do
-  local ids = redis.call('ZPOPMIN', q, max - #out)
-  if #ids == 0 then break end
-  for i = 1, #ids, 2 do
-    popped = popped + 1
-    local j = job(ids[i])
-    if j ~= nil and j.status == 'IN_QUEUE' and tonumber(j.expires) > now then
-      local deadline = now + tonumber(j.timeout)
-      setStatus(j, 'IN_PROGRESS', tonumber(j.expires), {'started', n(now), 'worker', w, 'deadline', n(deadline)})
-      redis.call('ZADD', P .. 'run', deadline, j.id)
-      redis.call('SADD', P .. 'wjobs:' .. w, j.id)
-      pub('job:' .. j.id)
-      out[#out + 1] = cjson.encode(j)
-    end
-  end
-end
-if #out > 0 then redis.call('ZADD', P .. 'wact', now, w) end
-return out`,
-
   /** ARGV5 worker, ARGV6.. jobs it was given but never received: queued again in their place, no loss counted. */
   returnJobs: `
 local w = ARGV[5]

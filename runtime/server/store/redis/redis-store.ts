@@ -33,6 +33,7 @@ export class RedisStore implements Store {
   readonly #scripts: RedisScripts;
   readonly #enqueues: ScriptBatch;
   readonly #finishes: ScriptBatch;
+  readonly #claims: ScriptBatch;
   readonly #watch: ReplyWatch;
   #closing = false;
 
@@ -44,6 +45,7 @@ export class RedisStore implements Store {
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
     this.#enqueues = new ScriptBatch(this.#scripts, "enqueue");
     this.#finishes = new ScriptBatch(this.#scripts, "finish");
+    this.#claims = new ScriptBatch(this.#scripts, "claim");
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
@@ -83,7 +85,8 @@ export class RedisStore implements Store {
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
-    const rows = (await this.#scripts.run("claim", [now, endpointId, workerId, max])) as string[];
+    const rows = (await this.#claims.run(now, [endpointId, workerId, String(max)])) as string[];
+    if (rows.length === 2 && rows[0] === "error") throw new Error(rows[1]);
     return rows.map((r) => toJob(JSON.parse(r)));
   }
 
