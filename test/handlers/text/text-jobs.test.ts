@@ -162,18 +162,16 @@ describe("engine", () => {
 
   test("usage never counts more tokens than max_tokens, also when the last one allowed ends in half a character", async () => {
     const engine = t.text.engine()!;
-    let halves = 0;
-    // Byte tokens of the tiny model are rare: over these seeds some end the allowed tokens in half
-    // a character (the first is seed 78 on this project's machine), which llama.cpp finishes with one more.
+    // Byte tokens of the tiny model are rare: over these seeds a few end the allowed tokens in half
+    // a character, which llama.cpp finishes with one more (seeds 78, 106 and 332 on this project's
+    // machine; without the cap they count 7).
     for (let seed = 0; seed < 400; seed++) {
       const gen = engine.generate({ input: { prompt: "The sky is" }, maxTokens: 6, temperature: 1, topP: 1, topK: 0, stop: [], seed, signal: new AbortController().signal });
-      let [text, tokens] = ["", 0];
+      let tokens = 0;
       let next = await gen.next();
-      for (; !next.done; next = await gen.next()) if (next.value.type === "text") [text, tokens] = [text + next.value.text, tokens + next.value.tokens];
-      if (text.includes("\uFFFD")) halves++;
+      for (; !next.done; next = await gen.next()) if (next.value.type === "text") tokens += next.value.tokens;
       expect({ seed, outputTokens: next.value.outputTokens, tokens, finishReason: next.value.finishReason }).toEqual({ seed, outputTokens: 6, tokens: 6, finishReason: "length" });
     }
-    console.log(`text generations ending in half a character: ${halves} of 400`);
   });
 });
 

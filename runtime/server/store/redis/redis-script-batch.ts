@@ -63,17 +63,19 @@ export class ScriptBatch {
       calls.length === 1
         ? this.scripts.run(this.name, [calls[0]!.now, ...calls[0]!.args]).then((r) => [r])
         : this.scripts.run(BATCH_FORM[this.name], [calls.at(-1)!.now, ...calls.flatMap((c) => [c.now, ...c.args])]);
-    sent
-      .then(
-        (replies) => {
-          if (!Array.isArray(replies) || replies.length !== calls.length) {
-            const error = new Error(`${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
-            return calls.forEach((c) => c.reject(error));
-          }
-          calls.forEach((c, i) => c.resolve(replies[i] ?? null));
-        },
-        (error) => calls.forEach((c) => c.reject(error)),
-      )
-      .finally(() => this.#inFlight--);
+    sent.then(
+      (replies) => {
+        this.#inFlight--;
+        if (!Array.isArray(replies) || replies.length !== calls.length) {
+          const error = new Error(`${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
+          return calls.forEach((c) => c.reject(error));
+        }
+        calls.forEach((c, i) => c.resolve(replies[i] ?? null));
+      },
+      (error) => {
+        this.#inFlight--;
+        calls.forEach((c) => c.reject(error));
+      },
+    );
   }
 }
