@@ -8,11 +8,12 @@ import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
 
+const T0 = 1_790_000_000_000;
+const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
+
 test("sqlite: counts and queue order kept in memory are rebuilt from the file when it is opened again", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
-    const T0 = 1_790_000_000_000;
-    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
     let s = SqliteStore.open(dir, { retention: RETENTION });
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: {}, policy: { ...policy, lowPriority: id === "d" }, sync: false }, T0);
     await s.claim("ep", "w", 1, T0);
@@ -34,8 +35,6 @@ test("sqlite: counts and queue order kept in memory are rebuilt from the file wh
 test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the partial indexes", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
-    const T0 = 1_790_000_000_000;
-    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
     let s = SqliteStore.open(dir, { retention: RETENTION });
     for (const id of ["a", "b", "c"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.claim("ep", "w", 1, T0);
@@ -70,8 +69,6 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
 test("sqlite: a file of schema 8 opens without the on-disk queue index, and its queue still claims and purges in order", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
-    const T0 = 1_790_000_000_000;
-    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
     let s = SqliteStore.open(dir, { retention: RETENTION });
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
@@ -96,8 +93,6 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
 });
 
 test("sqlite: writes committed together stand or fall alone: a failing one rejects, the others land", async () => {
-  const T0 = 1_790_000_000_000;
-  const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
   const s = SqliteStore.open(":memory:", { retention: RETENTION });
   const job = (id: string) => ({ id, endpointId: "ep", input: { id }, policy, sync: false });
   await s.enqueue(job("a"), T0);
@@ -111,8 +106,6 @@ test("sqlite: writes committed together stand or fall alone: a failing one rejec
 });
 
 test("sqlite: a write re-run after its group rolled back still records the worker as active", async () => {
-  const T0 = 1_790_000_000_000;
-  const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
   const s = SqliteStore.open(":memory:", { retention: RETENTION });
   const job = (id: string) => ({ id, endpointId: "ep", input: {}, policy, sync: false });
   await s.touchWorker("w", "ep", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
@@ -128,11 +121,10 @@ test("sqlite: a write re-run after its group rolled back still records the worke
 test("sqlite: a long input is kept beside the row, survives a restart, and goes with its job when it expires or is purged", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
-    const T0 = 1_790_000_000_000;
-    const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 10_000 };
+    const short = { ...policy, ttl: 10_000 };
     const long = (n: number) => ({ data: String(n).repeat(5_000) });
     let s = SqliteStore.open(dir, { retention: RETENTION });
-    for (const [id, ep] of [["a", "ep"], ["b", "ep"], ["c", "other"]] as const) await s.enqueue({ id, endpointId: ep, input: long(id.length), policy, sync: false }, T0);
+    for (const [id, ep] of [["a", "ep"], ["b", "ep"], ["c", "other"]] as const) await s.enqueue({ id, endpointId: ep, input: long(id.length), policy: short, sync: false }, T0);
     await s.close();
     const rows = (ids: string) => {
       const db = new Database(join(dir, "spool.db"));

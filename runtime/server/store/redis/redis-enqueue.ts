@@ -21,12 +21,11 @@ export function jobFields(job: NewJob): string {
 /**
  * The stored job from the enqueue script's answer: the order it gave the job (every other field
  * is known here), {'taken', seq, deadline} when it went to the waiting worker `handTo`; throws
- * for {'full', depth}, {'duplicate'} and a batch's {'error', message}.
+ * for {'full', depth} and {'duplicate'}.
  */
 export function enqueued(job: NewJob, now: number, handTo: string | undefined, reply: unknown): StoredJob {
   if (Array.isArray(reply) && reply[0] === "full") throw new QueueFullError(Number(reply[1]));
   if (Array.isArray(reply) && reply[0] === "duplicate") throw new Error(`duplicate job id ${job.id}`);
-  if (Array.isArray(reply) && reply[0] === "error") throw new Error(String(reply[1]));
   const queued: StoredJob = {
     id: job.id,
     endpointId: job.endpointId,

@@ -18,7 +18,8 @@ interface Call {
  * out at once (no added wait: a lone worker or a runsync pays nothing); calls made while some are
  * in flight wait for the end of the event loop's turn and go together, as one run of the batch
  * form (up to 64, or about 1 MB of arguments each: one round trip and one script run for all of
- * them). Calls run in the order they were made, each answered with its own reply.
+ * them). Calls run in the order they were made, each answered with its own reply; a call's
+ * {'error', message} (a Redis error in a batch, or a bad argument) rejects it with that message.
  */
 export class ScriptBatch {
   readonly #waiting: Call[] = [];
@@ -70,7 +71,7 @@ export class ScriptBatch {
           const error = new Error(`${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
           return calls.forEach((c) => c.reject(error));
         }
-        calls.forEach((c, i) => c.resolve(replies[i] ?? null));
+        calls.forEach((c, i) => settle(c, replies[i] ?? null));
       },
       (error) => {
         this.#inFlight--;
@@ -78,4 +79,10 @@ export class ScriptBatch {
       },
     );
   }
+}
+
+/** Answers a call with its reply, or rejects it when the reply is {'error', message}. */
+function settle(call: Call, reply: unknown): void {
+  if (Array.isArray(reply) && reply.length === 2 && reply[0] === "error") call.reject(new Error(String(reply[1])));
+  else call.resolve(reply);
 }
