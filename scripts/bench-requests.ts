@@ -70,12 +70,16 @@ async function spoolApp() {
   return { app, key, close };
 }
 
-const request = (path: string, auth: string, body?: unknown) =>
-  new Request(`http://127.0.0.1${path}`, {
-    method: body === undefined ? "GET" : "POST",
-    headers: { authorization: auth, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
+/** A request as Bun.serve hands one over: a body comes with its Content-Length, as HTTP clients send it. */
+const request = (path: string, auth: string, body?: unknown) => {
+  const text = body === undefined ? undefined : JSON.stringify(body);
+  const length: Record<string, string> = text === undefined ? {} : { "content-length": String(Buffer.byteLength(text)) };
+  return new Request(`http://127.0.0.1${path}`, {
+    method: text === undefined ? "GET" : "POST",
+    headers: { authorization: auth, "content-type": "application/json", ...length },
+    body: text,
   });
+};
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });

@@ -1,11 +1,12 @@
 import type { MiddlewareHandler } from "hono";
-import { findEndpoint } from "../config/config.ts";
+import { findEndpoint, type EndpointConfig } from "../config/config.ts";
 import type { RateLimitedOperation } from "../protocol/limits.ts";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { HttpError } from "./http-error.ts";
 import { keyFromHeader } from "./keys/api-keys.ts";
 import { KeyCache } from "./keys/key-cache.ts";
 import { admitRequest } from "./limits/rate-limiter.ts";
+import type { ApiKeyRecord } from "./store/store.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests"]);
@@ -32,15 +33,70 @@ const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entrie
   requests: "requests",
 } satisfies Record<string, RateLimitedOperation>));
 
-/** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
-export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
-  const keys = new KeyCache(deps.store, deps.clock, deps.store.events);
-  return async (c, next) => {
-    const key = keyFromHeader(c.req.header("authorization"));
+/**
+ * The checks every /v2 request passes, as plain functions of the request's parts: the Hono
+ * middleware below and the hot paths (routes/hot-paths.ts) both call them, so the two give the
+ * same answers in the same order.
+ */
+export class Access {
+  readonly #deps: AppDeps;
+  readonly #keys: KeyCache;
+
+  constructor(deps: AppDeps) {
+    this.#deps = deps;
+    this.#keys = new KeyCache(deps.store, deps.clock, deps.store.events);
+  }
+
+  /** The API key of an Authorization header (Bearer or bare); 401 when missing, unknown or revoked. */
+  async key(header: string | undefined): Promise<ApiKeyRecord> {
+    const key = keyFromHeader(header);
     if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
-    const record = await keys.find(key);
+    const record = await this.#keys.find(key);
     if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
-    c.set("key", record);
+    return record;
+  }
+
+  /**
+   * The endpoint of a request to /v2/<endpointId>/<op>/..., checked: it exists (404), the key may
+   * use it and this operation (401, saying why), and a HEAD only where it changes nothing (405).
+   */
+  endpoint(key: ApiKeyRecord, endpointId: string, op: string, req: { method: string; path: string; hasTtl: () => boolean }): EndpointConfig {
+    const { method } = req;
+    const endpoint = findEndpoint(this.#deps.config, endpointId);
+    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    if (key.endpoints && !key.endpoints.includes(endpointId)) {
+      throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
+    }
+    const refusal = scopeRefusal(key.scope, method, op);
+    if (refusal) throw new HttpError(401, refusal);
+    if (method === "HEAD" && (NO_HEAD.has(op) || (op === "status" && req.hasTtl()))) {
+      const allow = (op === "openai" || op === "compat") && !req.path.endsWith("/models") ? "POST" : "GET";
+      throw new HttpError(405, `HEAD is not supported on ${op}${op === "status" ? " with ?ttl" : ""}; use ${allow}`, { allow });
+    }
+    return endpoint;
+  }
+
+  /**
+   * Admits a request of `op` against the endpoint's rate limits (429 with Retry-After): the
+   * function that gives its slot back, or null when `op` is not limited.
+   */
+  async admit(endpointId: string, endpoint: EndpointConfig, op: string): Promise<(() => Promise<void>) | null> {
+    const limited = LIMITED.get(op);
+    if (!limited) return null;
+    const deps = this.#deps;
+    const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
+    if (!admission.ok) {
+      deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
+      throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+    }
+    return admission.release;
+  }
+}
+
+/** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
+export function authenticate(deps: AppDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    c.set("key", await access.key(c.req.header("authorization")));
     await next();
   };
 }
@@ -49,39 +105,24 @@ export function authenticate(deps: AppDeps): MiddlewareHandler<AppEnv> {
  * Checks the endpoint exists (404), that the key may use it and this operation (401, saying
  * why), and the operation's rate limits (429 with Retry-After).
  */
-export function authorize(deps: AppDeps): MiddlewareHandler<AppEnv> {
+export function authorize(deps: AppDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
-    const endpoint = findEndpoint(deps.config, endpointId);
-    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
-    const key = c.get("key");
-    if (key.endpoints && !key.endpoints.includes(endpointId)) {
-      throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
-    }
-    const op = c.req.path.split("/")[3] ?? "";
-    const refusal = scopeRefusal(key.scope, c.req.method, op);
-    if (refusal) throw new HttpError(401, refusal);
-    if (c.req.method === "HEAD" && (NO_HEAD.has(op) || (op === "status" && c.req.query("ttl") !== undefined))) {
-      const allow = (op === "openai" || op === "compat") && !c.req.path.endsWith("/models") ? "POST" : "GET";
-      throw new HttpError(405, `HEAD is not supported on ${op}${op === "status" ? " with ?ttl" : ""}; use ${allow}`, { allow });
-    }
+    const path = c.req.path;
+    const op = path.split("/")[3] ?? "";
+    const endpoint = access.endpoint(c.get("key"), endpointId, op, { method: c.req.method, path, hasTtl: () => c.req.query("ttl") !== undefined });
     c.set("endpointId", endpointId);
-    const limited = LIMITED.get(op);
-    if (!limited) return next();
-    const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
-    if (!admission.ok) {
-      deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
-      throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
-    }
+    const release = await access.admit(endpointId, endpoint, op);
+    if (!release) return next();
     let handedOver = false;
     c.set("keepAdmission", () => {
       handedOver = true;
-      return admission.release;
+      return release;
     });
     try {
       await next();
     } finally {
-      if (!handedOver) await admission.release();
+      if (!handedOver) await release();
     }
   };
 }

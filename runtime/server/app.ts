@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { httpErrors, requestIdOf } from "./http-error.ts";
+import { errorAnswer } from "./http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
-import { authenticate, authorize } from "./access.ts";
+import { Access, authenticate, authorize } from "./access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { openapiRoutes } from "./openapi/openapi-routes.ts";
@@ -11,27 +11,35 @@ import { clientRoutes } from "./routes/client-routes.ts";
 import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
 import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
+import { WorkerSteps } from "./routes/worker-steps.ts";
+import { hotPaths } from "./routes/hot-paths.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 
-/** Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. */
+/**
+ * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Its
+ * fetch answers the requests every job makes (routes/hot-paths.ts) before Hono's router sees
+ * them, with the same checks and answers as the Hono routes below.
+ */
 export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const app = new Hono<AppEnv>();
   const metrics = deps.metrics ?? new ServerMetrics(deps);
   app.use(countRequests(metrics));
+  const access = new Access(deps);
+  const steps = new WorkerSteps(deps);
 
   const v2 = new Hono<AppEnv>();
 
   // Authentication comes first, so an unknown key learns nothing about jobs or endpoints here
   // (the public /openapi.json does list the endpoints and their inputs).
-  v2.use(authenticate(deps));
-  v2.use("/:endpoint/*", authorize(deps));
+  v2.use(authenticate(deps, access));
+  v2.use("/:endpoint/*", authorize(deps, access));
 
   v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
   v2.route("/:endpoint", clientRoutes(deps));
-  v2.route("/:endpoint", workerRoutes(deps));
+  v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
   app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
@@ -42,14 +50,11 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
 
-  const asHttpError = httpErrors(log);
-  app.onError((err, c) => {
-    const known = asHttpError(err);
-    if (known) return c.json({ error: known.message }, known.status, known.headers);
-    const requestId = requestIdOf(c.req);
-    log.error("unexpected error", { requestId, method: c.req.method, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
-    return c.json({ error: `internal server error (request id ${requestId})` }, 500);
-  });
+  const answerError = errorAnswer(log);
+  app.onError((err, c) => answerError(err, c.req.raw));
 
+  const hot = hotPaths(deps, access, steps, metrics);
+  const honoFetch = app.fetch;
+  app.fetch = (req, env, ctx) => hot(req) ?? honoFetch(req, env, ctx);
   return app;
 }

@@ -24,8 +24,27 @@ export class HttpError extends Error {
 }
 
 /** The request's id for the log: the client's X-Request-Id (up to 128 characters), or a new one. */
-export function requestIdOf(req: { header(name: string): string | undefined }): string {
-  return req.header("x-request-id")?.slice(0, 128) || crypto.randomUUID();
+export function requestIdOf(req: Request): string {
+  return req.headers.get("x-request-id")?.slice(0, 128) || crypto.randomUUID();
+}
+
+/** A JSON answer as Hono's c.json writes it. */
+export const jsonAnswer = (body: unknown, status = 200, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+
+/**
+ * The answer to an error a /v2 route threw: {"error": message} with its status and headers, or,
+ * for an unexpected error (logged with the request id), a 500 that names the request id.
+ */
+export function errorAnswer(log: Log): (err: unknown, req: Request) => Response {
+  const asHttpError = httpErrors(log);
+  return (err, req) => {
+    const known = asHttpError(err);
+    if (known) return jsonAnswer({ error: known.message }, known.status, known.headers);
+    const requestId = requestIdOf(req);
+    log.error("unexpected error", { requestId, method: req.method, path: new URL(req.url).pathname, error: String(err), stack: (err as Error).stack });
+    return jsonAnswer({ error: `internal server error (request id ${requestId})` }, 500);
+  };
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
-import { describeIssues } from "../protocol/job-request.ts";
+import { describeIssues, jobRequestSchema, type JobRequest } from "../protocol/job-request.ts";
 import { HttpError } from "./http-error.ts";
 
 /**
@@ -69,23 +69,39 @@ export function intQuery(value: string | undefined, name: string, min: number, m
   return n;
 }
 
+/**
+ * Whether a body of declared length is over `maxBytes` (413), judged by its Content-Length
+ * alone (Bun reads no more than it); undefined when the length is not declared (chunked), which
+ * only reading the body can tell.
+ */
+export function declaredTooLarge(headers: Headers, maxBytes: number): boolean | undefined {
+  const length = headers.get("content-length");
+  if (length === null || headers.has("transfer-encoding")) return undefined;
+  return Number.parseInt(length, 10) > maxBytes;
+}
+
+/** The 413 of a body over `maxBytes`. */
+export const tooLarge = (maxBytes: number) => new HttpError(413, `request body is larger than the limit of ${maxBytes} bytes`);
+
 /** Refuses a body over `maxBytes` with 413, reading no further than the limit. */
 export function limitBody(maxBytes: number): MiddlewareHandler {
-  const tooLarge = () => new HttpError(413, `request body is larger than the limit of ${maxBytes} bytes`);
   const streamed = bodyLimit({
     maxSize: maxBytes,
     onError: () => {
-      throw tooLarge();
+      throw tooLarge(maxBytes);
     },
   });
   return (c, next) => {
-    // A body of declared length (Bun reads no more than it) is judged by the header alone: the
-    // body limit's first look at Request.body would make it a stream, and a request's JSON is
-    // read much faster without one.
-    const headers = c.req.raw.headers;
-    const length = headers.get("content-length");
-    if (length === null || headers.has("transfer-encoding")) return streamed(c, next);
-    if (Number.parseInt(length, 10) > maxBytes) throw tooLarge();
+    // A body of declared length is judged by the header alone: the body limit's first look at
+    // Request.body would make it a stream, and a request's JSON is read much faster without one.
+    const over = declaredTooLarge(c.req.raw.headers, maxBytes);
+    if (over === undefined) return streamed(c, next);
+    if (over) throw tooLarge(maxBytes);
     return next();
   };
+}
+
+/** A /run or /runsync body, read and checked (400 naming the field). */
+export async function readJobRequest(req: Request): Promise<JobRequest> {
+  return validate(jobRequestSchema, await readJson(req), "job request");
 }

@@ -1,12 +1,11 @@
 import { Hono, type Context } from "hono";
-import { jobRequestSchema } from "../../protocol/job-request.ts";
 import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
 import { isFinal, JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse, jobResponseJson } from "../job-view.ts";
 import { jsonText } from "./json-text.ts";
-import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
+import { intQuery, limitBody, readJobRequest } from "../request-input.ts";
 import type { StoredJob } from "../store/store.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
@@ -17,8 +16,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   const notFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
 
   async function submit(c: Context<AppEnv>, sync: boolean): Promise<StoredJob> {
-    const body = validate(jobRequestSchema, await readJson(c.req.raw), "job request");
-    return jobs.submit(c.get("endpointId"), body, { keyId: c.get("key").id, sync });
+    return jobs.submit(c.get("endpointId"), await readJobRequest(c.req.raw), { keyId: c.get("key").id, sync });
   }
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {

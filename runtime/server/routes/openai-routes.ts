@@ -65,7 +65,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (err instanceof OpenaiError) return c.json(errorBody(err.status, err.message, err.param, err.code), err.status);
     const known = asHttpError(err);
     if (known) return c.json(errorBody(known.status, known.message), known.status, known.headers);
-    const requestId = requestIdOf(c.req);
+    const requestId = requestIdOf(c.req.raw);
     deps.log.error("unexpected error", { requestId, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
     return c.json(errorBody(500, `internal server error (request id ${requestId})`), 500);
   });

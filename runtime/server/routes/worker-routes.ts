@@ -1,90 +1,34 @@
 import { Hono, type Context } from "hono";
-import { jobDoneSchema, jobStreamSchema, type JobStopResponse, type TakenJob } from "../../protocol/worker-wire.ts";
+import { jobStreamSchema, type JobStopResponse } from "../../protocol/worker-wire.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
 import { topics } from "../store/store-events.ts";
-import { rawJson, stringifyWith } from "../store/raw-json.ts";
 import { jsonText } from "./json-text.ts";
-import type { StoredJob } from "../store/store.ts";
-import { costOf } from "../job-cost.ts";
 import { splitChunk } from "../stream-chunks.ts";
 import { waitFor } from "../wait-for.ts";
-import { WorkerPresence } from "../worker-presence.ts";
+import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 
-const MAX_BATCH = 64;
-/** Largest result or stream post a worker may send. */
-const MAX_RESULT_BYTES = 64 * 1024 * 1024;
-
-/**
- * What a worker receives for a taken job, as JSON text; s3Config goes to the worker and nowhere
- * else. A large input goes out as the text it was stored as (its key then comes last).
- */
-function takenJson(job: StoredJob): string {
-  const raw = rawJson(job, "input");
-  const body = {
-    id: job.id,
-    input: raw === undefined ? job.input : {}, // replaced by the text
-    ...(job.webhook ? { webhook: job.webhook } : {}),
-    ...(job.s3Config ? { s3Config: job.s3Config } : {}),
-    policy: job.policy,
-    deadline: job.deadline!,
-  } satisfies TakenJob;
-  return raw === undefined ? JSON.stringify(body) : stringifyWith(body, "input", raw);
-}
-
-/**
- * runpod-python appends `&job_in_progress=..` to its URL templates with a bare `&`; when a
- * template has no `?` that text lands in the last path segment, so cut it off there.
- */
-const segment = (c: Context<AppEnv>, name: string) => c.req.param(name)!.split("&")[0]!;
+/** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
+const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
 
 /** The worker protocol of runpod-python: take, done, stream, ping, stop. */
-export function workerRoutes(deps: RouteDeps): Hono<AppEnv> {
+export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const wake = { events: store.events, clock };
-  const presence = new WorkerPresence(store, deps.workerSeen);
+  const presence = steps.presence;
   const app = new Hono<AppEnv>();
 
-  async function take(c: Context<AppEnv>, max: number) {
-    const workerId = segment(c, "worker");
-    const endpointId = c.get("endpointId");
-    const signal = c.req.raw.signal;
-    await presence.touch(workerId, endpointId, clock.now());
-    const jobs = await deps.jobs.take(endpointId, workerId, max, config.server.takeWaitMs, signal);
-    await presence.touch(workerId, endpointId, clock.now());
-    return jobs;
-  }
+  const taken = (c: Context<AppEnv>, text: string | null) => (text === null ? c.body(null, 204) : jsonText(c, text));
 
-  app.get("/job-take/:worker", async (c) => {
-    const jobs = await take(c, 1);
-    return jobs ? jsonText(c, takenJson(jobs[0]!)) : c.body(null, 204);
-  });
+  app.get("/job-take/:worker", async (c) => taken(c, await steps.take(c.get("endpointId"), segment(c, "worker"), 1, false, c.req.raw.signal)));
 
   app.get("/job-take-batch/:worker", async (c) => {
     const size = intQuery(c.req.query("batch_size"), "batch_size", 1, MAX_BATCH, 1);
-    const jobs = await take(c, size);
-    return jobs ? jsonText(c, `[${jobs.map(takenJson).join(",")}]`) : c.body(null, 204);
+    return taken(c, await steps.take(c.get("endpointId"), segment(c, "worker"), size, true, c.req.raw.signal));
   });
 
   app.post("/job-done/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
-    const workerId = segment(c, "worker");
-    const jobId = segment(c, "job");
-    const body = validate(jobDoneSchema, await readJson(c.req.raw), "job-done body");
-    const now = clock.now();
-    await presence.touch(workerId, c.get("endpointId"), now);
-    if (body.status === "IN_PROGRESS") {
-      await store.progress(workerId, jobId, body.output, now);
-      return c.json({});
-    }
-    const isStream = c.req.query("isStream") === "true";
-    if (body.error !== undefined && body.error !== null && body.error !== "") {
-      await deps.jobs.finish(workerId, jobId, { error: body.error }, false);
-    } else {
-      // A handler that did not stream returns its output as its stream (one chunk, split past 1 MB).
-      await deps.jobs.finish(workerId, jobId, { output: body.output }, !isStream && body.output !== undefined, costOf(body.output));
-    }
-    // Idempotent: a repeated or late post changes nothing and is still answered 200, since
-    // runpod-python drops a result on a 4xx.
+    await steps.done(c.get("endpointId"), segment(c, "worker"), segment(c, "job"), c.req.raw, c.req.query("isStream") === "true");
     return c.json({});
   });
 

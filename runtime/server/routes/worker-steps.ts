@@ -1,0 +1,82 @@
+import { jobDoneSchema, type TakenJob } from "../../protocol/worker-wire.ts";
+import type { RouteDeps } from "../app-deps.ts";
+import { costOf } from "../job-cost.ts";
+import { readJson, validate } from "../request-input.ts";
+import { rawJson, stringifyWith } from "../store/raw-json.ts";
+import type { StoredJob } from "../store/store.ts";
+import { WorkerPresence } from "../worker-presence.ts";
+
+/** Most jobs one job-take-batch may ask for. */
+export const MAX_BATCH = 64;
+/** Largest result or stream post a worker may send. */
+export const MAX_RESULT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * What a worker receives for a taken job, as JSON text; s3Config goes to the worker and nowhere
+ * else. A large input goes out as the text it was stored as (its key then comes last).
+ */
+function takenJson(job: StoredJob): string {
+  const raw = rawJson(job, "input");
+  const body = {
+    id: job.id,
+    input: raw === undefined ? job.input : {}, // replaced by the text
+    ...(job.webhook ? { webhook: job.webhook } : {}),
+    ...(job.s3Config ? { s3Config: job.s3Config } : {}),
+    policy: job.policy,
+    deadline: job.deadline!,
+  } satisfies TakenJob;
+  return raw === undefined ? JSON.stringify(body) : stringifyWith(body, "input", raw);
+}
+
+/**
+ * runpod-python appends `&job_in_progress=..` to its URL templates with a bare `&`; when a
+ * template has no `?` that text lands in the last path segment, so cut it off there.
+ */
+export const pathSegment = (value: string) => value.split("&")[0]!;
+
+/**
+ * The worker protocol's steps every job goes through (take, done) as functions of the request's
+ * parts, shared by the Hono routes (worker-routes.ts) and the hot paths (hot-paths.ts), with the
+ * worker presence both record.
+ */
+export class WorkerSteps {
+  readonly presence: WorkerPresence;
+  readonly #deps: RouteDeps;
+
+  constructor(deps: RouteDeps) {
+    this.#deps = deps;
+    this.presence = new WorkerPresence(deps.store, deps.workerSeen);
+  }
+
+  /**
+   * Up to `max` queued jobs for the worker, waiting up to server.takeWaitMs for one, as the JSON
+   * text job-take answers (one object; an array for job-take-batch); null when none came (204).
+   */
+  async take(endpointId: string, workerId: string, max: number, batch: boolean, signal: AbortSignal): Promise<string | null> {
+    const { clock, config, jobs } = this.#deps;
+    await this.presence.touch(workerId, endpointId, clock.now());
+    const taken = await jobs.take(endpointId, workerId, max, config.server.takeWaitMs, signal);
+    await this.presence.touch(workerId, endpointId, clock.now());
+    if (!taken) return null;
+    return batch ? `[${taken.map(takenJson).join(",")}]` : takenJson(taken[0]!);
+  }
+
+  /**
+   * A job-done post: its body read and checked (400), then the job's progress or result.
+   * Idempotent: a repeated or late post changes nothing (runpod-python drops a result on a 4xx).
+   */
+  async done(endpointId: string, workerId: string, jobId: string, req: Request, isStream: boolean): Promise<void> {
+    const { store, clock, jobs } = this.#deps;
+    const body = validate(jobDoneSchema, await readJson(req), "job-done body");
+    const now = clock.now();
+    await this.presence.touch(workerId, endpointId, now);
+    if (body.status === "IN_PROGRESS") {
+      await store.progress(workerId, jobId, body.output, now);
+    } else if (body.error !== undefined && body.error !== null && body.error !== "") {
+      await jobs.finish(workerId, jobId, { error: body.error }, false);
+    } else {
+      // A handler that did not stream returns its output as its stream (one chunk, split past 1 MB).
+      await jobs.finish(workerId, jobId, { output: body.output }, !isStream && body.output !== undefined, costOf(body.output));
+    }
+  }
+}

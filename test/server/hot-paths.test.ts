@@ -1,0 +1,165 @@
+import { describe, expect, test } from "bun:test";
+import { ManualClock } from "../../runtime/clock.ts";
+import { parseConfig } from "../../runtime/config/config.ts";
+import { silentLog } from "../../runtime/log.ts";
+import { Access } from "../../runtime/server/access.ts";
+import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
+import { JobService } from "../../runtime/server/jobs/job-service.ts";
+import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import { EndpointStatsRecorder } from "../../runtime/server/metrics/endpoint-stats.ts";
+import { ServerMetrics } from "../../runtime/server/metrics/server-metrics.ts";
+import { hotPaths } from "../../runtime/server/routes/hot-paths.ts";
+import { WorkerSteps } from "../../runtime/server/routes/worker-steps.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
+import { startTestServer, type TestServer } from "../helpers/test-server.ts";
+
+/**
+ * The requests every job makes (run, job-take, job-take-batch, job-done) are answered before
+ * Hono's router sees them. The same request with a letter of its path percent-escaped goes
+ * through the Hono routes instead (the hot paths leave any `%` to Hono, which decodes it), so
+ * each case below is asked both ways and must get the same answer.
+ */
+const escaped = (path: string) => `/v2/%${path.charCodeAt(4).toString(16).toUpperCase()}${path.slice(5)}`;
+
+/** Status, body and the headers a client acts on. */
+async function answer(res: Response) {
+  return {
+    status: res.status,
+    body: await res.text(),
+    type: res.headers.get("content-type"),
+    retryAfter: res.headers.get("retry-after"),
+  };
+}
+
+async function bothWays(srv: TestServer, method: string, path: string, body?: string, auth?: string | null) {
+  const hot = await answer(await srv.call(method, path, body, { auth }));
+  const viaHono = await answer(await srv.call(method, escaped(path), body, { auth }));
+  return { hot, viaHono };
+}
+
+describe("hot paths answer as the Hono routes do", () => {
+  test("refusals: keys, scopes, endpoints, bodies, parameters and rate limits", async () => {
+    const clock = new ManualClock();
+    await using srv = await startTestServer({
+      clock,
+      endpoints: { echo: {}, limited: { rateLimits: { run: { requests: 4 } } }, other: {} },
+    });
+    const worker = (await createKey(srv.store, "w", clock.now(), { scope: "worker" })).key;
+    const client = (await createKey(srv.store, "c", clock.now(), { scope: "client" })).key;
+    const readOnly = (await createKey(srv.store, "r", clock.now(), { scope: "read-only" })).key;
+    const elsewhere = (await createKey(srv.store, "o", clock.now(), { endpoints: ["other"] })).key;
+    const job = JSON.stringify({ input: { n: 1 } });
+    const cases: [string, string, string | undefined, string | null | undefined, number][] = [
+      ["POST", "/v2/echo/run", job, null, 401],
+      ["POST", "/v2/echo/run", job, "Bearer spool_wrong", 401],
+      ["POST", "/v2/echo/run", job, `Bearer ${worker}`, 401],
+      ["POST", "/v2/echo/run", job, `Bearer ${readOnly}`, 401],
+      ["POST", "/v2/echo/run", job, `Bearer ${elsewhere}`, 401],
+      ["POST", "/v2/echo/run", "{not json", undefined, 400],
+      ["POST", "/v2/echo/run", "", undefined, 400],
+      ["POST", "/v2/echo/run", JSON.stringify({ input: 1, policy: { ttl: 5 } }), undefined, 400],
+      ["POST", "/v2/echo/run", " ".repeat(10 * 1024 * 1024 + 1), undefined, 413],
+      ["GET", "/v2/echo/job-take/w1", undefined, `Bearer ${client}`, 401],
+      ["GET", "/v2/echo/job-take-batch/w1?batch_size=0", undefined, undefined, 400],
+      ["GET", "/v2/echo/job-take-batch/w1?batch_size=65", undefined, undefined, 400],
+      ["GET", "/v2/echo/job-take/w1", undefined, undefined, 204],
+      ["POST", "/v2/echo/job-done/w1/nope", "{", `Bearer ${worker}`, 400],
+      ["POST", "/v2/echo/job-done/w1/nope", JSON.stringify({ status: 5 }), undefined, 400],
+      ["POST", "/v2/echo/job-done/w1/nope", JSON.stringify({ output: 1 }), undefined, 200],
+    ];
+    for (const [method, path, body, auth, status] of cases) {
+      const { hot, viaHono } = await bothWays(srv, method, path, body, auth);
+      const what = { method, path, body: body?.slice(0, 40), auth };
+      expect({ ...what, ...hot }).toEqual({ ...what, ...viaHono });
+      expect({ ...what, status: hot.status }).toEqual({ ...what, status });
+    }
+    const unknown = await bothWays(srv, "POST", "/v2/nope/run", job);
+    expect(unknown.hot).toEqual(unknown.viaHono);
+    expect(unknown.hot.status).toBe(404);
+
+    // 4 runs a window: two each way are accepted, then both ways are refused with the same 429.
+    const runs = await bothWays(srv, "POST", "/v2/limited/run", job);
+    expect([runs.hot.status, runs.viaHono.status]).toEqual([200, 200]);
+    expect(JSON.parse(runs.hot.body)).toEqual({ id: expect.any(String), status: "IN_QUEUE" });
+    expect(Object.keys(JSON.parse(runs.viaHono.body))).toEqual(["id", "status"]);
+    expect((await bothWays(srv, "POST", "/v2/limited/run", job)).hot.status).toBe(200);
+    const refused = await bothWays(srv, "POST", "/v2/limited/run", job);
+    expect(refused.hot).toEqual(refused.viaHono);
+    expect(refused.hot.status).toBe(429);
+    expect(refused.hot.retryAfter).not.toBeNull();
+  });
+
+  test("a job through the hot forms, with runpod-python's bare & in the path, is taken, done and counted under the Hono route labels", async () => {
+    await using srv = await startTestServer();
+    const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: { x: 1 } });
+    const take = await srv.call("GET", "/v2/echo/job-take/w1&job_in_progress=0");
+    expect(take.status).toBe(200);
+    expect(take.headers.get("content-type")).toBe("application/json");
+    const taken = await take.json();
+    expect(taken).toMatchObject({ id, input: { x: 1 }, policy: { ttl: 86_400_000 } });
+    const done = await srv.call("POST", `/v2/echo/job-done/w1&job_in_progress=1/${id}?gpu=x&isStream=false`, { output: { ok: true } });
+    expect([done.status, await done.json()]).toEqual([200, {}]);
+    const [, status] = await srv.json("GET", `/v2/echo/status/${id}`);
+    expect(status).toMatchObject({ id, status: "COMPLETED", output: { ok: true }, workerId: "w1" });
+    const batch = await srv.call("GET", "/v2/echo/job-take-batch/w1?batch_size=3");
+    expect(batch.status).toBe(204);
+
+    const metrics = await (await srv.call("GET", "/metrics")).text();
+    for (const line of [
+      'spool_http_requests_total{method="POST",route="/v2/:endpoint/run",status="200"} 1',
+      'spool_http_requests_total{method="GET",route="/v2/:endpoint/job-take/:worker",status="200"} 1',
+      'spool_http_requests_total{method="POST",route="/v2/:endpoint/job-done/:worker/:job",status="200"} 1',
+      'spool_http_requests_total{method="GET",route="/v2/:endpoint/job-take-batch/:worker",status="204"} 1',
+    ]) {
+      expect(metrics).toContain(line);
+    }
+  });
+
+  test("answers exactly the four job requests, and leaves the rest to Hono", async () => {
+    const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
+    try {
+      const clock = new ManualClock();
+      const config = parseConfig({ endpoints: { echo: {} } });
+      const jobEvents = new JobEvents((err) => {
+        throw err;
+      });
+      const deps = { store, config, clock, log: silentLog, jobEvents, stats: new EndpointStatsRecorder(jobEvents, clock) };
+      const routeDeps = { ...deps, jobs: new JobService(deps) };
+      const hot = hotPaths(routeDeps, new Access(deps), new WorkerSteps(routeDeps), new ServerMetrics(deps));
+      const req = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+        new Request(`http://127.0.0.1${path}`, { method, headers, body });
+      const json = { "content-length": "2" };
+      for (const r of [
+        req("POST", "/v2/echo/run", json, "{}"),
+        req("GET", "/v2/echo/job-take/w1?x=1"),
+        req("GET", "/v2/echo/job-take-batch/w1"),
+        req("POST", "/v2/echo/job-done/w1/j1", json, "{}"),
+      ]) {
+        const answered = hot(r);
+        expect(answered).toBeInstanceOf(Promise);
+        expect((await answered!).status).toBe(401); // no key: answered here, as Hono would
+      }
+      for (const r of [
+        req("HEAD", "/v2/echo/job-take/w1"),
+        req("GET", "/v2/echo/run"),
+        req("POST", "/v2/echo/job-take/w1", json, "{}"),
+        req("POST", "/v2/echo/run/", json, "{}"),
+        req("POST", "/v2/echo/run/x", json, "{}"),
+        req("GET", "/v2/echo/job-take"),
+        req("GET", "/v2/echo/job-take/w1/extra"),
+        req("POST", "/v2/echo/job-done/w1", json, "{}"),
+        req("GET", "/v2/echo/job-take/w%31"),
+        req("GET", "/v2/echo/status/j1"),
+        req("POST", "/v2/echo/runsync", json, "{}"),
+        req("POST", "/v2/echo//run", json, "{}"),
+        req("GET", "/v1/echo/job-take/w1"),
+        // A body of undeclared length is limited while it streams in, by the Hono route.
+        req("POST", "/v2/echo/run", {}, "{}"),
+      ]) {
+        expect({ method: r.method, url: r.url, answered: hot(r) !== undefined }).toEqual({ method: r.method, url: r.url, answered: false });
+      }
+    } finally {
+      await store.close();
+    }
+  });
+});
