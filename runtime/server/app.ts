@@ -12,13 +12,14 @@ import { fileDownloadRoutes, fileUploadRoutes } from "./routes/file-routes.ts";
 import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 import { WorkerSteps } from "./routes/worker-steps.ts";
+import { ClientSteps } from "./routes/client-steps.ts";
 import { hotPaths } from "./routes/hot-paths.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 
 /**
  * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Its
- * fetch answers the requests every job makes (routes/hot-paths.ts) before Hono's router sees
+ * fetch answers the requests of a job's path (routes/hot-paths.ts) before Hono's router sees
  * them, with the same checks and answers as the Hono routes below.
  */
 export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
@@ -29,6 +30,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.use(countRequests(metrics));
   const access = new Access(deps);
   const steps = new WorkerSteps(deps);
+  const clientSteps = new ClientSteps(deps);
 
   const v2 = new Hono<AppEnv>();
 
@@ -38,7 +40,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.use("/:endpoint/*", authorize(deps, access));
 
   v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
-  v2.route("/:endpoint", clientRoutes(deps));
+  v2.route("/:endpoint", clientRoutes(deps, clientSteps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
   app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
@@ -53,7 +55,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   const answerError = errorAnswer(log);
   app.onError((err, c) => answerError(err, c.req.raw));
 
-  const hot = hotPaths(deps, access, steps, metrics);
+  const hot = hotPaths(deps, access, { client: clientSteps, worker: steps }, metrics);
   const honoFetch = app.fetch;
   app.fetch = (req, env, ctx) => hot(req) ?? honoFetch(req, env, ctx);
   return app;

@@ -9,13 +9,15 @@ import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { EndpointStatsRecorder } from "../../runtime/server/metrics/endpoint-stats.ts";
 import { ServerMetrics } from "../../runtime/server/metrics/server-metrics.ts";
 import { hotPaths } from "../../runtime/server/routes/hot-paths.ts";
+import { ClientSteps } from "../../runtime/server/routes/client-steps.ts";
 import { WorkerSteps } from "../../runtime/server/routes/worker-steps.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
+import { until } from "../helpers/until.ts";
 
 /**
- * The requests every job makes (run, job-take, job-take-batch, job-done) are answered before
- * Hono's router sees them. The same request with a letter of its path percent-escaped goes
+ * The requests of a job's path (run, runsync, status, job-take, job-take-batch, job-done) are
+ * answered before Hono's router sees them. The same request with a letter of its path percent-escaped goes
  * through the Hono routes instead (the hot paths leave any `%` to Hono, which decodes it), so
  * each case below is asked both ways and must get the same answer.
  */
@@ -59,6 +61,13 @@ describe("hot paths answer as the Hono routes do", () => {
       ["POST", "/v2/echo/run", "", undefined, 400],
       ["POST", "/v2/echo/run", JSON.stringify({ input: 1, policy: { ttl: 5 } }), undefined, 400],
       ["POST", "/v2/echo/run", " ".repeat(10 * 1024 * 1024 + 1), undefined, 413],
+      ["POST", "/v2/echo/runsync", "[]", undefined, 400],
+      ["POST", "/v2/echo/runsync?wait=5", job, undefined, 400],
+      ["POST", "/v2/echo/runsync", job, `Bearer ${worker}`, 401],
+      ["GET", "/v2/echo/status/nope", undefined, undefined, 404],
+      ["GET", "/v2/echo/status/nope?ttl=5", undefined, undefined, 400],
+      ["GET", "/v2/echo/status/nope?ttl=60000", undefined, `Bearer ${readOnly}`, 401],
+      ["GET", "/v2/echo/status/nope", undefined, `Bearer ${worker}`, 401],
       ["GET", "/v2/echo/job-take/w1", undefined, `Bearer ${client}`, 401],
       ["GET", "/v2/echo/job-take-batch/w1?batch_size=0", undefined, undefined, 400],
       ["GET", "/v2/echo/job-take-batch/w1?batch_size=65", undefined, undefined, 400],
@@ -77,6 +86,12 @@ describe("hot paths answer as the Hono routes do", () => {
     expect(unknown.hot).toEqual(unknown.viaHono);
     expect(unknown.hot.status).toBe(404);
 
+    // A queued job's status (with its queuePosition) reads the same both ways.
+    const [, queued] = await srv.json("POST", "/v2/echo/run", { input: { q: 1 } });
+    const status = await bothWays(srv, "GET", `/v2/echo/status/${queued.id}`);
+    expect(status.hot).toEqual(status.viaHono);
+    expect(JSON.parse(status.hot.body)).toMatchObject({ id: queued.id, status: "IN_QUEUE", queuePosition: 0 });
+
     // 4 runs a window: two each way are accepted, then both ways are refused with the same 429.
     const runs = await bothWays(srv, "POST", "/v2/limited/run", job);
     expect([runs.hot.status, runs.viaHono.status]).toEqual([200, 200]);
@@ -89,7 +104,7 @@ describe("hot paths answer as the Hono routes do", () => {
     expect(refused.hot.retryAfter).not.toBeNull();
   });
 
-  test("a job through the hot forms, with runpod-python's bare & in the path, is taken, done and counted under the Hono route labels", async () => {
+  test("jobs through the hot forms (runpod-python's bare & in the path, runsync) are taken, done and counted under the Hono route labels", async () => {
     await using srv = await startTestServer();
     const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: { x: 1 } });
     const take = await srv.call("GET", "/v2/echo/job-take/w1&job_in_progress=0");
@@ -110,12 +125,24 @@ describe("hot paths answer as the Hono routes do", () => {
       'spool_http_requests_total{method="GET",route="/v2/:endpoint/job-take/:worker",status="200"} 1',
       'spool_http_requests_total{method="POST",route="/v2/:endpoint/job-done/:worker/:job",status="200"} 1',
       'spool_http_requests_total{method="GET",route="/v2/:endpoint/job-take-batch/:worker",status="204"} 1',
+      'spool_http_requests_total{method="GET",route="/v2/:endpoint/status/:id",status="200"} 1',
     ]) {
       expect(metrics).toContain(line);
     }
+
+    // runsync answers once a worker's result arrives.
+    const sync = srv.json("POST", "/v2/echo/runsync", { input: { y: 2 } });
+    let syncJob: { id: string } | undefined = undefined as { id: string } | undefined;
+    await until(async () => {
+      const res = await srv.call("GET", "/v2/echo/job-take/w2");
+      if (res.status === 200) syncJob = (await res.json()) as { id: string };
+      return syncJob !== undefined;
+    }, "the runsync job to be taken");
+    await srv.call("POST", `/v2/echo/job-done/w2/${syncJob!.id}`, { output: "ok" });
+    expect(await sync).toEqual([200, expect.objectContaining({ id: syncJob!.id, status: "COMPLETED", output: "ok", workerId: "w2" })]);
   });
 
-  test("answers exactly the four job requests, and leaves the rest to Hono", async () => {
+  test("answers exactly the requests of a job's path, and leaves the rest to Hono", async () => {
     const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
     try {
       const clock = new ManualClock();
@@ -125,7 +152,8 @@ describe("hot paths answer as the Hono routes do", () => {
       });
       const deps = { store, config, clock, log: silentLog, jobEvents, stats: new EndpointStatsRecorder(jobEvents, clock) };
       const routeDeps = { ...deps, jobs: new JobService(deps) };
-      const hot = hotPaths(routeDeps, new Access(deps), new WorkerSteps(routeDeps), new ServerMetrics(deps));
+      const steps = { client: new ClientSteps(routeDeps), worker: new WorkerSteps(routeDeps) };
+      const hot = hotPaths(routeDeps, new Access(deps), steps, new ServerMetrics(deps));
       const req = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
         new Request(`http://127.0.0.1${path}`, { method, headers, body });
       const json = { "content-length": "2" };
@@ -133,6 +161,8 @@ describe("hot paths answer as the Hono routes do", () => {
         req("POST", "/v2/echo/run", json, "{}"),
         req("GET", "/v2/echo/job-take/w1?x=1"),
         req("GET", "/v2/echo/job-take-batch/w1"),
+        req("POST", "/v2/echo/runsync?wait=1000", json, "{}"),
+        req("GET", "/v2/echo/status/j1?ttl=60000", { accept: "application/json" }),
         req("POST", "/v2/echo/job-done/w1/j1", json, "{}"),
       ]) {
         const answered = hot(r);
@@ -149,8 +179,9 @@ describe("hot paths answer as the Hono routes do", () => {
         req("GET", "/v2/echo/job-take/w1/extra"),
         req("POST", "/v2/echo/job-done/w1", json, "{}"),
         req("GET", "/v2/echo/job-take/w%31"),
-        req("GET", "/v2/echo/status/j1"),
-        req("POST", "/v2/echo/runsync", json, "{}"),
+        req("GET", "/v2/echo/status/j1", { accept: "text/event-stream" }),
+        req("HEAD", "/v2/echo/status/j1"),
+        req("GET", "/v2/echo/status-sync/j1"),
         req("POST", "/v2/echo//run", json, "{}"),
         req("GET", "/v1/echo/job-take/w1"),
         // A body of undeclared length is limited while it streams in, by the Hono route.

@@ -1,55 +1,32 @@
-import { Hono, type Context } from "hono";
+import { Hono } from "hono";
 import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
-import { isFinal, JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
+import { JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError } from "../http-error.ts";
 import { jobResponse, jobResponseJson } from "../job-view.ts";
 import { jsonText } from "./json-text.ts";
-import { intQuery, limitBody, readJobRequest } from "../request-input.ts";
-import type { StoredJob } from "../store/store.ts";
+import { jobNotFound, type ClientSteps } from "./client-steps.ts";
+import { intQuery, limitBody } from "../request-input.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
-export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
+export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> {
   const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();
 
-  const notFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
 
-  async function submit(c: Context<AppEnv>, sync: boolean): Promise<StoredJob> {
-    return jobs.submit(c.get("endpointId"), await readJobRequest(c.req.raw), { keyId: c.get("key").id, sync });
-  }
+  app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => jsonText(c, await steps.run(c.get("endpointId"), c.get("key"), c.req.raw)));
 
-  app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => {
-    const job = await submit(c, false);
-    return c.json({ id: job.id, status: job.status } satisfies JobState);
-  });
+  app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) =>
+    jsonText(c, await steps.runsync(c.get("endpointId"), c.get("key"), c.req.raw, c.req.query("wait"))),
+  );
 
-  app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) => {
-    const wait = intQuery(c.req.query("wait"), "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
-    const job = await submit(c, true);
-    const settled = (await jobs.waitForFinal(c.get("endpointId"), job.id, wait, c.req.raw.signal)) ?? job;
-    if (!isFinal(settled.status)) return c.json({ id: settled.id, status: settled.status } satisfies JobState);
-    return jsonText(c, jobResponseJson(settled));
-  });
-
-  app.get("/status/:id", async (c) => {
-    const id = c.req.param("id");
-    const ttl = intQuery(c.req.query("ttl"), "ttl", LIMITS.ttlMin, LIMITS.ttlMax);
-    if (ttl !== undefined && c.get("key").scope === "read-only") {
-      throw new HttpError(401, "this API key is read-only; changing a job's lifetime (?ttl) needs a full key");
-    }
-    const now = clock.now();
-    const job = ttl === undefined ? await store.get(c.get("endpointId"), id, now) : await store.setExpiry(c.get("endpointId"), id, now + ttl, now);
-    if (!job) throw notFound(id);
-    const position = job.status === "IN_QUEUE" ? await store.queuePosition(c.get("endpointId"), id, now) : null;
-    return jsonText(c, jobResponseJson(job, position === null ? undefined : { queuePosition: position }));
-  });
+  app.get("/status/:id", async (c) => jsonText(c, await steps.status(c.get("endpointId"), c.get("key"), c.req.param("id"), c.req.query("ttl"))));
 
   app.get("/status-sync/:id", async (c) => {
     const id = c.req.param("id");
     const wait = intQuery(c.req.query("wait"), "wait", 0, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const job = await jobs.waitForFinal(c.get("endpointId"), id, wait, c.req.raw.signal);
-    if (!job) throw notFound(id);
+    if (!job) throw jobNotFound(id);
     return jsonText(c, jobResponseJson(job));
   });
 
@@ -57,7 +34,7 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     const id = c.req.param("id");
     // Wait briefly for something new: the JS client polls /stream back to back.
     const r = await jobs.readStream(c.get("endpointId"), id, config.server.streamWaitMs, c.req.raw.signal);
-    if (!r) throw notFound(id);
+    if (!r) throw jobNotFound(id);
     const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map(streamElement) };
     return c.json(body);
   });
@@ -65,14 +42,14 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.post("/cancel/:id", async (c) => {
     const id = c.req.param("id");
     const job = await jobs.cancel(c.get("endpointId"), id);
-    if (!job) throw notFound(id);
+    if (!job) throw jobNotFound(id);
     return c.json({ id: job.id, status: job.status } satisfies JobState);
   });
 
   app.post("/retry/:id", async (c) => {
     const id = c.req.param("id");
     const outcome = await jobs.retry(c.get("endpointId"), id);
-    if (outcome.kind === "not-found") throw notFound(id);
+    if (outcome.kind === "not-found") throw jobNotFound(id);
     if (outcome.kind === "conflict") {
       throw new HttpError(400, `job ${id} is ${outcome.status}; only FAILED or TIMED_OUT jobs can be retried`);
     }

@@ -24,14 +24,14 @@ interface Position {
  */
 export function sseRoutes(deps: RouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const handle = (c: Context<AppEnv>, next: Next) => (wantsEvents(c) ? jobEventStream(deps, c) : next());
+  const handle = (c: Context<AppEnv>, next: Next) => (wantsEvents(c.req.raw) ? jobEventStream(deps, c) : next());
   app.get("/status/:id", handle);
   app.get("/stream/:id", handle);
   return app;
 }
 
 /** A GET asking for events (a HEAD gets the polling answer's headers: a stream nobody reads would never end). */
-const wantsEvents = (c: Context<AppEnv>) => c.req.method === "GET" && (c.req.header("accept") ?? "").toLowerCase().includes("text/event-stream");
+export const wantsEvents = (req: Request) => req.method === "GET" && (req.headers.get("accept") ?? "").toLowerCase().includes("text/event-stream");
 
 /** A short digest of the status answer: a changed answer (state, progress, result) is a new event. */
 function stampOf(job: StoredJob): string {
