@@ -22,12 +22,19 @@
  *   bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis]
  *       [--jobs 5000] [--runsync 500] [--clients 16] [--batch 8] [--profile 200]
  *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]
- *       [--rounds 3]
+ *       [--rounds 3] [--baseline DIR] [--floor]
  *
+ * `--baseline DIR` runs Spool from another checkout (its own node_modules installed) in the same
+ * rounds, with the same workers and submitters: a before-and-after that the machine's drift from
+ * hour to hour does not blur. `--floor` runs the protocol floor the same way (a bare Bun.serve
+ * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
+ * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCli } from "./bench/cli.ts";
 import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
@@ -39,7 +46,7 @@ import { createQueueSession } from "./bench/queue-session.ts";
 import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, WARM_JOBS, type ProcessRun } from "./bench/queue-processes.ts";
-import { printBacklog, printSideBySide } from "./bench/queue-side-by-side.ts";
+import { printBacklog, printReferences, printSideBySide } from "./bench/queue-side-by-side.ts";
 import { payloadRuns, printPayload, type PayloadRun } from "./bench/queue-payload.ts";
 import type { Throughput } from "./bench/queue-timing.ts";
 
@@ -47,7 +54,8 @@ const USAGE =
   "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 5000] [--runsync 500]\n" +
   "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
   "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]\n" +
-  "                                  [--rounds 3 (Spool then BullMQ per round, worker processes)]";
+  "                                  [--rounds 3 (Spool then BullMQ per round, worker processes)]\n" +
+  "                                  [--baseline DIR (Spool of another checkout in the same rounds)] [--floor (the protocol floor too)]";
 const cli = benchCli("bench-queue", USAGE);
 
 const { values: flags } = parseArgs({
@@ -65,6 +73,8 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "3" },
     batch: { type: "string", default: "8" },
     profile: { type: "string", default: "200" },
+    baseline: { type: "string" },
+    floor: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -79,6 +89,9 @@ const SUBMITS = cli.int("submits", flags.submits);
 const ROUNDS = cli.int("rounds", flags.rounds);
 const PAYLOAD = flags.payload!.split(",").filter(Boolean).map((n) => cli.int("payload", n));
 const TAKES = cli.int("takes", flags.takes);
+/** Another checkout of Spool (with its node_modules) run in the same rounds as a baseline. */
+const BASELINE = flags.baseline;
+if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/cli.ts"))) cli.fail(`--baseline ${BASELINE} has no runtime/cli.ts (give the root of another checkout)`);
 const MODES = ["embedded", "redis", "all"] as const;
 type Mode = (typeof MODES)[number];
 if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flags.store) {
@@ -132,10 +145,14 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const sh of processShapes) {
         const sp = await spoolProcesses(session, { ...sh, shape: sh.name });
+        const refs = [];
+        if (BASELINE) refs.push(await spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } }));
+        if (flags.floor) refs.push(await spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "protocol floor" } }));
         await redis.client.send("FLUSHALL", []);
         const bu = await bullProcesses(session, { ...sh, shape: sh.name });
-        sideBySide.push(sp, bu);
-        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+        sideBySide.push(sp, ...refs, bu);
+        const others = refs.map((r) => `, ${r.system} ${f1(r.jobs / r.seconds)} jobs/s`).join("");
+        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s${others}, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
       }
     }
     console.log("embedded store under a backlog:");
@@ -187,6 +204,7 @@ async function main(): Promise<void> {
   if (sideBySide.length) {
     console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs timed after ${WARM_JOBS} untimed, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`);
     printSideBySide(sideBySide, processShapes);
+    printReferences(sideBySide, processShapes);
   }
   if (backlog.length) {
     console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops and ${TAKES} take+done by one worker per depth, in 3 rounds across the depths; submit rate: median of the rounds)\n`);

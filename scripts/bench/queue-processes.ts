@@ -8,7 +8,8 @@ import type { QueueSession } from "./queue-session.ts";
 
 /** One side-by-side run: workers in processes of their own, submit loops in this process. */
 export interface ProcessRun {
-  system: "Spool" | "BullMQ";
+  /** Spool; BullMQ; Spool of another checkout (--baseline); the protocol floor (--floor). */
+  system: "Spool" | "BullMQ" | "Spool baseline" | "protocol floor";
   shape: string;
   jobs: number;
   seconds: number;
@@ -95,10 +96,21 @@ async function timeRun(
   return { seconds, serverCpuS: c1.server - c0.server, workersCpuS: c1.workers - c0.workers, benchCpuS: c1.bench - c0.bench, redisCpuS: c1.redis - c0.redis };
 }
 
-/** Spool on a fresh embedded store: `workers` worker processes taking one job or batches of `size`. */
-export async function spoolProcesses(session: QueueSession, s: { shape: string; workers: number; size: number | null; jobs?: number }): Promise<ProcessRun> {
+/** The protocol floor's server (see protocol-floor-server.ts). */
+export const FLOOR_SCRIPT = join(import.meta.dir, "protocol-floor-server.ts");
+
+/**
+ * Spool on a fresh embedded store: `workers` worker processes taking one job or batches of
+ * `size`. `as` runs another server in its place, with the same workers and submitters: Spool
+ * from another checkout (`root`), or the protocol floor.
+ */
+export async function spoolProcesses(
+  session: QueueSession,
+  s: { shape: string; workers: number; size: number | null; jobs?: number; as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" } },
+): Promise<ProcessRun> {
   const jobs = s.jobs ?? session.settings.jobs;
-  const server = await session.startServer(session.unique(`p-${s.shape}`));
+  const other = s.as?.system === "Spool baseline" ? { root: s.as.root } : s.as ? { script: FLOOR_SCRIPT, key: "floor" } : {};
+  const server = await session.startServer(session.unique(`p-${s.shape}`), other);
   const procs: Bun.Subprocess[] = [];
   try {
     const script = join(import.meta.dir, "queue-worker-process.ts");
@@ -111,8 +123,9 @@ export async function spoolProcesses(session: QueueSession, s: { shape: string; 
       workers: procs.map((p) => p.pid),
     });
     const h = (await c.health()).jobs;
-    if (h.completed !== WARM_JOBS + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`Spool ${s.shape}: expected ${WARM_JOBS + jobs} completed, /health says ${JSON.stringify(h)}`);
-    return { system: "Spool", shape: s.shape, jobs, ...t };
+    const system = s.as?.system ?? "Spool";
+    if (h.completed !== WARM_JOBS + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${WARM_JOBS + jobs} completed, /health says ${JSON.stringify(h)}`);
+    return { system, shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
     await session.stopServer(server);

@@ -29,7 +29,7 @@ export interface QueueSession {
   /** `prefix-N`, N counting up: unique data dirs, Redis key prefixes and BullMQ queue names. */
   unique(prefix: string): string;
   /** Starts `spool serve` on a fresh data dir; with `store` (a Redis URL) it shares that store. */
-  startServer(name: string, opts?: { store?: string; key?: string; prepare?: (dataDir: string) => Promise<void> }): Promise<SpoolProcess>;
+  startServer(name: string, opts?: { store?: string; key?: string; prepare?: (dataDir: string) => Promise<void>; root?: string; script?: string }): Promise<SpoolProcess>;
   stopServer(server: SpoolProcess): Promise<void>;
   startRedis(): Promise<RedisProcess>;
   /** What every running server and redis-server wrote (for a failure report). */
@@ -71,7 +71,7 @@ export function createQueueSession(settings: QueueSettings): QueueSession {
       const dataDir = join(tmpRoot, name);
       mkdirSync(dataDir);
       await opts.prepare?.(dataDir);
-      const server = await startSpool({ name, dataDir, configPath, store: opts.store, key: opts.key });
+      const server = await startSpool({ name, dataDir, configPath, store: opts.store, key: opts.key, root: opts.root, script: opts.script });
       running.add(server);
       return server;
     },

@@ -53,6 +53,52 @@ export function printSideBySide(runs: ProcessRun[], shapes: { name: string; labe
   console.log("");
 }
 
+/**
+ * The reference servers run in the same rounds with the same workers and submitters (Spool of
+ * another checkout, --baseline; the protocol floor, --floor): each one's rate against BullMQ's
+ * and against this checkout's Spool, round by round, and its server CPU per job beside Spool's.
+ */
+export function printReferences(runs: ProcessRun[], shapes: { name: string; label: string }[]): void {
+  const rate = (r: ProcessRun) => r.jobs / r.seconds;
+  const us = (r: ProcessRun) => (r.serverCpuS / r.jobs) * 1e6;
+  const rows: string[][] = [];
+  for (const sh of shapes) {
+    const of = (system: ProcessRun["system"]) => runs.filter((r) => r.system === system && r.shape === sh.name);
+    const [bull, spool] = [of("BullMQ"), of("Spool")];
+    for (const system of ["Spool baseline", "protocol floor"] as const) {
+      const ref = of(system);
+      if (!ref.length) continue;
+      const vsSpool = ref.map((r, i) => rate(spool[i]!) / rate(r));
+      const cpuVsSpool = ref.map((r, i) => us(spool[i]!) / us(r));
+      rows.push([
+        sh.label,
+        system,
+        f1(median(ref.map(rate))),
+        `**${f2(median(ref.map((r, i) => rate(r) / rate(bull[i]!))))}**`,
+        `**${f2(median(vsSpool))}**`,
+        vsSpool.map(f2).join(", "),
+        `**${median(ref.map(us)).toFixed(0)}**`,
+        `**${f2(median(cpuVsSpool))}**`,
+        cpuVsSpool.map(f2).join(", "),
+      ]);
+    }
+  }
+  if (!rows.length) return;
+  const head = [
+    "workers × concurrency",
+    "server",
+    "jobs/s",
+    "its jobs/s ÷ BullMQ's",
+    "this Spool's jobs/s ÷ its",
+    "per round",
+    "server CPU µs/job",
+    "this Spool's server CPU ÷ its",
+    "per round",
+  ];
+  printTable(head, "llrrrlrrl", rows);
+  console.log("");
+}
+
 /** Submit rate and take+done latency at each backlog, and the deepest against the shallowest. */
 export function printBacklog(runs: BacklogRun[]): void {
   const rows = runs.map((r) => [

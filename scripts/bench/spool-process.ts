@@ -24,6 +24,10 @@ export interface SpoolOptions {
   store?: string;
   /** An API key the store already has (a server only prints a key when it creates the first one). */
   key?: string;
+  /** The checkout whose `runtime/cli.ts serve` runs (another clone: a baseline in the same run). @default REPO_ROOT */
+  root?: string;
+  /** Runs this script instead of `spool serve` (a reference server that prints "listening on <url>"; give `key`). */
+  script?: string;
   /** Lead a new process group, which the workers its scaler spawns join. @default false */
   detached?: boolean;
   /** @default REPO_ROOT */
@@ -41,8 +45,9 @@ export async function startSpool(opts: SpoolOptions): Promise<SpoolProcess> {
   const args = ["serve", "--port", "0", "--data", opts.dataDir, "--config", opts.configPath, ...store];
   // SPOOL_BENCH_SERVER_FLAGS: extra bun flags for the servers, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof".
   const flags = (process.env.SPOOL_BENCH_SERVER_FLAGS ?? "").split(" ").filter(Boolean);
-  const proc = Bun.spawn([process.execPath, ...flags, join(REPO_ROOT, "runtime/cli.ts"), ...args], {
-    cwd: opts.cwd ?? REPO_ROOT,
+  const command = opts.script ? [opts.script] : [join(opts.root ?? REPO_ROOT, "runtime/cli.ts"), ...args];
+  const proc = Bun.spawn([process.execPath, ...flags, ...command], {
+    cwd: opts.cwd ?? opts.root ?? REPO_ROOT,
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -63,7 +68,7 @@ export async function startSpool(opts: SpoolOptions): Promise<SpoolProcess> {
   const ready = Promise.withResolvers<void>();
   const check = () => {
     const key = opts.key ?? /created one named "default"[^\n]*\n\s*\n?\s*(\S+)\s*\n/.exec(out)?.[1];
-    const url = /Spool listening on (http:\/\/\S+)/.exec(out)?.[1];
+    const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
     if (key && url) {
       server.key = key;
       server.url = url;
