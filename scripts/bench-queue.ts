@@ -34,7 +34,7 @@
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
  */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { benchCli } from "./bench/cli.ts";
 import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
@@ -90,8 +90,8 @@ const ROUNDS = cli.int("rounds", flags.rounds);
 const PAYLOAD = flags.payload!.split(",").filter(Boolean).map((n) => cli.int("payload", n));
 const TAKES = cli.int("takes", flags.takes);
 /** Another checkout of Spool (with its node_modules) run in the same rounds as a baseline. */
-const BASELINE = flags.baseline;
-if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/cli.ts"))) cli.fail(`--baseline ${BASELINE} has no runtime/cli.ts (give the root of another checkout)`);
+const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
+if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/cli.ts"))) cli.fail(`--baseline ${flags.baseline} has no runtime/cli.ts (give the root of another checkout)`);
 const MODES = ["embedded", "redis", "all"] as const;
 type Mode = (typeof MODES)[number];
 if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flags.store) {
@@ -99,6 +99,7 @@ if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flag
 }
 const MODE = (flags.mode ?? flags.store ?? "all") as Mode;
 if (!MODES.includes(MODE)) cli.fail(`--mode must be one of ${MODES.join(", ")}, got ${MODE}`);
+if (MODE === "redis" && (BASELINE !== undefined || flags.floor)) cli.fail("--baseline and --floor add rows to the embedded store's side-by-side; they do nothing with --mode redis");
 if (flags.store !== undefined && flags.store !== "embedded" && flags.store !== "redis") {
   cli.fail(`--store must be embedded or redis, got ${flags.store}`);
 }
@@ -144,15 +145,24 @@ async function main(): Promise<void> {
     console.log(`embedded store beside BullMQ (${redisInfo}), worker processes:`);
     for (let round = 1; round <= ROUNDS; round++) {
       for (const sh of processShapes) {
-        const sp = await spoolProcesses(session, { ...sh, shape: sh.name });
-        const refs = [];
-        if (BASELINE) refs.push(await spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } }));
-        if (flags.floor) refs.push(await spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "protocol floor" } }));
-        await redis.client.send("FLUSHALL", []);
-        const bu = await bullProcesses(session, { ...sh, shape: sh.name });
-        sideBySide.push(sp, ...refs, bu);
+        // Every system runs once a round; even rounds run them in the opposite order, so that
+        // none is always first (or always right after BullMQ) on a machine whose speed drifts.
+        const steps: (() => Promise<ProcessRun>)[] = [
+          () => spoolProcesses(session, { ...sh, shape: sh.name }),
+          ...(BASELINE ? [() => spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } })] : []),
+          ...(flags.floor ? [() => spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "protocol floor" } })] : []),
+          async () => {
+            await redis.client.send("FLUSHALL", []);
+            return bullProcesses(session, { ...sh, shape: sh.name });
+          },
+        ];
+        const done: ProcessRun[] = [];
+        for (const step of round % 2 ? steps : [...steps].reverse()) done.push(await step());
+        const [sp, ...refs] = round % 2 ? done : done.reverse();
+        const bu = refs.pop()!;
+        sideBySide.push(sp!, ...refs, bu);
         const others = refs.map((r) => `, ${r.system} ${f1(r.jobs / r.seconds)} jobs/s`).join("");
-        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp.jobs / sp.seconds)} jobs/s${others}, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp!.jobs / sp!.seconds)} jobs/s${others}, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
       }
     }
     console.log("embedded store under a backlog:");

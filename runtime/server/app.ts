@@ -43,7 +43,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.route("/:endpoint", clientRoutes(deps, clientSteps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
-  app.route("/v2", openaiRoutes(deps)); // before v2: its own auth, so that errors take OpenAI's shape
+  app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
   app.route("/", metricsRoutes(deps, metrics));

@@ -4,7 +4,7 @@
  * can cost on this machine. A bare Bun.serve with the queue in memory: POST /run, GET /job-take
  * and /job-take-batch (held up to 20 s while the queue is empty, as Spool holds them), POST
  * /job-done and GET /health, with no keys, no limits, no checks, no metrics and nothing written
- * to disk. The queue benchmark runs it beside Spool (--floor) as a reference row: what Spool's
+ * to disk (a batch take parked on an empty queue gets the next job alone). The queue benchmark runs it beside Spool (--floor) as a reference row: what Spool's
  * own work costs on top of the HTTP requests themselves. Prints "listening on <url>".
  *
  *   bun scripts/bench/protocol-floor-server.ts
@@ -68,13 +68,14 @@ const server = Bun.serve({
       return json(op === "job-take" ? jobs[0] : jobs);
     }
     if (op === "job-done") {
-      await req.json();
+      const body = (await req.json()) as { status?: string };
+      if (body.status === "IN_PROGRESS") return json({}); // a progress post, not the result
       inProgress--;
       completed++;
       return json({});
     }
     if (op === "health") return json({ jobs: { completed, failed: 0, inProgress, inQueue: queue.length - head, retried: 0 }, workers: { idle: 0, running: 0 } });
-    return json({ error: `the protocol floor has no ${req.method} ${url.pathname}` });
+    return Response.json({ error: `the protocol floor has no ${req.method} ${url.pathname}` }, { status: 404 });
   },
 });
 console.log(`listening on ${server.url.href.replace(/\/$/, "")}`);

@@ -44,7 +44,7 @@ describe("hot paths answer as the Hono routes do", () => {
     const clock = new ManualClock();
     await using srv = await startTestServer({
       clock,
-      endpoints: { echo: {}, limited: { rateLimits: { run: { requests: 4 } } }, other: {} },
+      endpoints: { echo: {}, limited: { rateLimits: { run: { requests: 4, concurrent: 1 } } }, other: {} },
     });
     const worker = (await createKey(srv.store, "w", clock.now(), { scope: "worker" })).key;
     const client = (await createKey(srv.store, "c", clock.now(), { scope: "client" })).key;
@@ -92,7 +92,8 @@ describe("hot paths answer as the Hono routes do", () => {
     expect(status.hot).toEqual(status.viaHono);
     expect(JSON.parse(status.hot.body)).toMatchObject({ id: queued.id, status: "IN_QUEUE", queuePosition: 0 });
 
-    // 4 runs a window: two each way are accepted, then both ways are refused with the same 429.
+    // 4 runs a window, one at a time: two each way are accepted (each gave its slot back), then
+    // both ways are refused with the same 429.
     const runs = await bothWays(srv, "POST", "/v2/limited/run", job);
     expect([runs.hot.status, runs.viaHono.status]).toEqual([200, 200]);
     expect(JSON.parse(runs.hot.body)).toEqual({ id: expect.any(String), status: "IN_QUEUE" });
@@ -127,7 +128,7 @@ describe("hot paths answer as the Hono routes do", () => {
       'spool_http_requests_total{method="GET",route="/v2/:endpoint/job-take-batch/:worker",status="204"} 1',
       'spool_http_requests_total{method="GET",route="/v2/:endpoint/status/:id",status="200"} 1',
     ]) {
-      expect(metrics).toContain(line);
+      expect(metrics).toContain(`${line}\n`);
     }
 
     // runsync answers once a worker's result arrives.
@@ -144,16 +145,17 @@ describe("hot paths answer as the Hono routes do", () => {
 
   test("answers exactly the requests of a job's path, and leaves the rest to Hono", async () => {
     const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
+    const clock = new ManualClock();
+    const jobEvents = new JobEvents((err) => {
+      throw err;
+    });
+    const stats = new EndpointStatsRecorder(jobEvents, clock);
+    const deps = { store, config: parseConfig({ endpoints: { echo: {} } }), clock, log: silentLog, jobEvents, stats };
+    const metrics = new ServerMetrics(deps);
     try {
-      const clock = new ManualClock();
-      const config = parseConfig({ endpoints: { echo: {} } });
-      const jobEvents = new JobEvents((err) => {
-        throw err;
-      });
-      const deps = { store, config, clock, log: silentLog, jobEvents, stats: new EndpointStatsRecorder(jobEvents, clock) };
       const routeDeps = { ...deps, jobs: new JobService(deps) };
       const steps = { client: new ClientSteps(routeDeps), worker: new WorkerSteps(routeDeps) };
-      const hot = hotPaths(routeDeps, new Access(deps), steps, new ServerMetrics(deps));
+      const hot = hotPaths(routeDeps, new Access(deps), steps, metrics);
       const req = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
         new Request(`http://127.0.0.1${path}`, { method, headers, body });
       const json = { "content-length": "2" };
@@ -190,6 +192,8 @@ describe("hot paths answer as the Hono routes do", () => {
         expect({ method: r.method, url: r.url, answered: hot(r) !== undefined }).toEqual({ method: r.method, url: r.url, answered: false });
       }
     } finally {
+      metrics.close();
+      stats.close();
       await store.close();
     }
   });

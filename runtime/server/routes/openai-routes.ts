@@ -4,7 +4,7 @@ import { findEndpoint } from "../../config/config.ts";
 import { describeIssues } from "../../protocol/job-request.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
-import { authenticate, authorize } from "../access.ts";
+import { authenticate, authorize, type Access } from "../access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { httpErrors, requestIdOf } from "../http-error.ts";
 import { limitBody, readJson } from "../request-input.ts";
@@ -56,7 +56,7 @@ function sse(chunks: unknown[]): string {
  * and scaling apply; the route waits for it and relays its output or its chunks. Errors use
  * OpenAI's body shape, including those of authentication and limits.
  */
-export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
+export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   const { jobs } = deps;
   const app = new Hono<AppEnv>();
 
@@ -79,7 +79,7 @@ export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
     }
     await next();
   };
-  const [auth, authz] = [authenticate(deps), authorize(deps)];
+  const [auth, authz] = [authenticate(deps, access), authorize(deps, access)];
   for (const base of BASES) app.use(`${base}/*`, auth, authz, servesOpenai);
 
   /** The OpenAI form of an input-schema failure: the field at fault as `param`, without openai_input. */
