@@ -43,7 +43,7 @@ import { bullThroughput, redisAndBullVersions } from "./bench/queue-bullmq.ts";
 import { profile } from "./bench/queue-monitor.ts";
 import { f1, f2, printLatency, printProfiles, printRatios, printThroughput, rate } from "./bench/queue-report.ts";
 import { createQueueSession } from "./bench/queue-session.ts";
-import { runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
+import { floorLatency, runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, WARM_JOBS, type ProcessRun } from "./bench/queue-processes.ts";
 import { printBacklog, printReferences, printSideBySide } from "./bench/queue-side-by-side.ts";
@@ -177,6 +177,7 @@ async function main(): Promise<void> {
     const l = await runsyncLatency(session, false);
     lat.push(...l);
     console.log(`  runsync: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms\n`);
+    if (flags.floor) lat.push(await floorLatency(session));
   }
 
   if (MODE !== "embedded") {

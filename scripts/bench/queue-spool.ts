@@ -1,4 +1,5 @@
 import { queueClient, startWorkers } from "./queue-client.ts";
+import { FLOOR_SCRIPT } from "./queue-processes.ts";
 import type { QueueSession } from "./queue-session.ts";
 import { countdown, timeJobs, WARM_UP_JOBS, type Probe, type Throughput } from "./queue-timing.ts";
 import type { SpoolProcess } from "./spool-process.ts";
@@ -121,6 +122,27 @@ export async function runsyncLatency(session: QueueSession, onRedis: boolean): P
       latency(`${where}: POST /runsync, instant job (take + done inside)`, sync),
       latency(`${where}: baseline, authed GET /status 404`, floor),
     ];
+  } finally {
+    await session.stopServer(server);
+  }
+}
+
+/**
+ * The same authed GET /status 404, timed the same way, against the protocol floor (a bare
+ * Bun.serve that answers it without a key check or a store): the round trip itself.
+ */
+export async function floorLatency(session: QueueSession): Promise<Latency> {
+  const server = await session.startServer(session.unique("floor-latency"), { script: FLOOR_SCRIPT, key: "floor" });
+  try {
+    const c = queueClient(server);
+    for (let i = 0; i < WARM_UP; i++) await c.missing();
+    const times: number[] = [];
+    for (let i = 0; i < session.settings.runsync; i++) {
+      const t = performance.now();
+      await c.missing();
+      times.push(performance.now() - t);
+    }
+    return latency("protocol floor: GET /status answered 404 by a bare Bun.serve (reference)", times);
   } finally {
     await session.stopServer(server);
   }
