@@ -23,6 +23,9 @@ export class HttpError extends Error {
   }
 }
 
+/** The 404 of a job id the endpoint does not have (any more). */
+export const jobNotFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
+
 /** The request's id for the log: the client's X-Request-Id (up to 128 characters), or a new one. */
 export function requestIdOf(req: Request): string {
   return req.headers.get("x-request-id")?.slice(0, 128) || crypto.randomUUID();

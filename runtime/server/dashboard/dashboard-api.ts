@@ -3,7 +3,7 @@ import { z } from "zod";
 import { findEndpoint } from "../../config/config.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { authenticate } from "../access.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError, jobNotFound } from "../http-error.ts";
 import { jobResponse } from "../job-view.ts";
 import { streamElement } from "../routes/client-routes.ts";
 import type { StoredJob } from "../store/store.ts";
@@ -58,7 +58,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
   app.get("/endpoints/:endpoint/jobs/:id", async (c) => {
     const id = c.req.param("id");
     const read = await deps.store.readChunks(c.get("endpointId"), id, 0, deps.clock.now());
-    if (!read) throw new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
+    if (!read) throw jobNotFound(id);
     const { job, chunks } = read;
     const key = c.get("key");
     const inputVisible = key.scope !== "client" || job.keyId === key.id;

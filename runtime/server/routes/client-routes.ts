@@ -2,17 +2,16 @@ import { Hono } from "hono";
 import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
 import { JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError, jobNotFound } from "../http-error.ts";
 import { jobResponse, jobResponseJson } from "../job-view.ts";
 import { jsonText } from "./json-text.ts";
-import { jobNotFound, type ClientSteps } from "./client-steps.ts";
+import type { ClientSteps } from "./client-steps.ts";
 import { intQuery, limitBody } from "../request-input.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
 export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> {
   const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();
-
 
   app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => jsonText(c, await steps.run(c.get("endpointId"), c.get("key"), c.req.raw)));
 

@@ -1,13 +1,10 @@
 import type { JobState } from "../../protocol/job-response.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import type { RouteDeps } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError, jobNotFound } from "../http-error.ts";
 import { jobResponseJson } from "../job-view.ts";
 import { intQuery, readJobRequest } from "../request-input.ts";
 import type { ApiKeyRecord } from "../store/store.ts";
-
-/** The 404 of a job id the endpoint does not have (any more). */
-export const jobNotFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
 
 /**
  * The client requests of RunPod's job API that the hot paths also answer (run, runsync, status),

@@ -6,6 +6,7 @@ import { errorAnswer } from "../http-error.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import { declaredTooLarge, intQuery, tooLarge } from "../request-input.ts";
 import type { ClientSteps } from "./client-steps.ts";
+import { jsonTextResponse } from "./json-text.ts";
 import { wantsEvents } from "./sse-routes.ts";
 import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 
@@ -25,8 +26,6 @@ type Op = keyof typeof SHAPES;
 
 /** A query parameter as Hono's c.req.query(name) reads it. */
 const query = (url: string, name: string) => getQueryParam(url, name) as string | undefined;
-
-const jsonType = { "content-type": "application/json" };
 
 /**
  * The requests of a job's path (POST /run and /runsync, GET /status, the worker's GET /job-take
@@ -79,7 +78,7 @@ export function hotPaths(
     let res: Response;
     try {
       const text = await handle(req, url, path, op, endpointId, a, b);
-      res = text === null ? new Response(null, { status: 204 }) : new Response(text, { headers: jsonType });
+      res = text === null ? new Response(null, { status: 204 }) : jsonTextResponse(text);
     } catch (err) {
       res = answerError(err, req);
     }

@@ -1,7 +1,7 @@
 import { Hono, type Context, type Next } from "hono";
 import { isFinal } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError, jobNotFound } from "../http-error.ts";
 import { jobResponseJson } from "../job-view.ts";
 import type { StoredJob } from "../store/store.ts";
 import { eventStreamResponse } from "../event-stream.ts";
@@ -52,7 +52,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   if (c.req.query("ttl") !== undefined) throw new HttpError(400, "?ttl is not supported with Accept: text/event-stream; set it with a plain GET /status");
   const resumed = parseLastEventId(c.req.header("last-event-id"));
   const first = await store.get(endpointId, id, clock.now());
-  if (!first) throw new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
+  if (!first) throw jobNotFound(id);
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
   let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
 
