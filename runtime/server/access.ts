@@ -6,6 +6,7 @@ import { HttpError } from "./http-error.ts";
 import { keyFromHeader } from "./keys/api-keys.ts";
 import { KeyCache } from "./keys/key-cache.ts";
 import { admitRequest } from "./limits/rate-limiter.ts";
+import { andThen, type MaybePromise } from "./maybe-promise.ts";
 import type { ApiKeyRecord } from "./store/store.ts";
 
 /** Operations a read-only key may call (all GET). */
@@ -47,13 +48,14 @@ export class Access {
     this.#keys = new KeyCache(deps.store, deps.clock, deps.store.events);
   }
 
-  /** The API key of an Authorization header (Bearer or bare); 401 when missing, unknown or revoked. */
-  async key(header: string | undefined): Promise<ApiKeyRecord> {
+  /**
+   * The API key of an Authorization header (Bearer or bare), at once when the key is cached; 401
+   * (thrown, or the promise rejected) when missing, unknown or revoked.
+   */
+  key(header: string | undefined): MaybePromise<ApiKeyRecord> {
     const key = keyFromHeader(header);
     if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
-    const record = await this.#keys.find(key);
-    if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
-    return record;
+    return andThen(this.#keys.find(key), usable);
   }
 
   /**
@@ -80,17 +82,26 @@ export class Access {
    * Admits a request of `op` against the endpoint's rate limits (429 with Retry-After): the
    * function that gives its slot back, or null when `op` is not limited.
    */
-  async admit(endpointId: string, endpoint: EndpointConfig, op: string): Promise<(() => Promise<void>) | null> {
+  admit(endpointId: string, endpoint: EndpointConfig, op: string): MaybePromise<Release | null> {
     const limited = LIMITED.get(op);
     if (!limited) return null;
     const deps = this.#deps;
-    const admission = await admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now());
-    if (!admission.ok) {
-      deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
-      throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
-    }
-    return admission.release;
+    return andThen(admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now()), (admission) => {
+      if (!admission.ok) {
+        deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
+        throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+      }
+      return admission.release;
+    });
   }
+}
+
+/** Gives an admitted request's slot back (at once where the count is in memory). */
+export type Release = () => MaybePromise<void>;
+
+function usable(record: ApiKeyRecord | null): ApiKeyRecord {
+  if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
+  return record;
 }
 
 /** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */

@@ -40,6 +40,6 @@ export interface AppEnv {
      * For a response that streams on after the handler returns (SSE): takes over the request's
      * concurrency slot, returning the function that gives it back when the stream ends.
      */
-    keepAdmission?: () => () => Promise<void>;
+    keepAdmission?: () => () => void | Promise<void>;
   };
 }

@@ -5,11 +5,11 @@
  */
 export function eventStreamResponse(
   produce: (write: (text: string) => void, signal: AbortSignal) => Promise<void>,
-  options: { release?: () => Promise<void>; onCancel?: () => void; headers?: Record<string, string> } = {},
+  options: { release?: () => void | Promise<void>; onCancel?: () => void; headers?: Record<string, string> } = {},
 ): Response {
   const encoder = new TextEncoder();
   const gone = new AbortController();
-  const release = options.release ?? (async () => {});
+  const release = options.release ?? (() => {});
   const body = new ReadableStream<Uint8Array>({
     async start(controller) {
       try {

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { isHandlerSource } from "../build/executable.ts";
 import { findEndpoint, type Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
+import type { MaybePromise } from "./maybe-promise.ts";
 import { isHandler } from "../../sdk/define-handler.ts";
 
 
@@ -13,6 +14,8 @@ import { isHandler } from "../../sdk/define-handler.ts";
  */
 export class InputSchemas {
   readonly #loading = new Map<string, Promise<z.ZodType | undefined>>();
+  /** Schemas loaded (undefined: the endpoint has none), answered without waiting. */
+  readonly #loaded = new Map<string, z.ZodType | undefined>();
 
   constructor(
     private readonly config: Config,
@@ -24,11 +27,16 @@ export class InputSchemas {
     for (const id of Object.keys(this.config.endpoints)) void this.get(id);
   }
 
-  get(endpointId: string): Promise<z.ZodType | undefined> {
+  /** The endpoint's input schema (undefined: none), at once once loaded. */
+  get(endpointId: string): MaybePromise<z.ZodType | undefined> {
+    if (this.#loaded.has(endpointId)) return this.#loaded.get(endpointId);
     let p = this.#loading.get(endpointId);
     if (!p) {
       const handler = findEndpoint(this.config, endpointId)?.handler;
-      p = handler && isHandlerSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined);
+      p = (handler && isHandlerSource(handler) ? this.#load(endpointId, handler) : Promise.resolve(undefined)).then((schema) => {
+        this.#loaded.set(endpointId, schema);
+        return schema;
+      });
       this.#loading.set(endpointId, p);
     }
     return p;

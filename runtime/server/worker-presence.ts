@@ -16,12 +16,13 @@ export class WorkerPresence {
     private readonly onSeen?: (workerId: string) => void,
   ) {}
 
-  async touch(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
+  /** Records the worker as seen: the promise of the store write, or undefined when none is due. */
+  touch(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> | undefined {
     this.onSeen?.(workerId);
     const last = this.#lastWrite.get(workerId);
-    if (!report && last !== undefined && now - last < MIN_TOUCH_INTERVAL_MS && now >= last) return;
+    if (!report && last !== undefined && now - last < MIN_TOUCH_INTERVAL_MS && now >= last) return undefined;
     this.#lastWrite.set(workerId, now);
     if (this.#lastWrite.size > 100_000) this.#lastWrite.clear(); // bound memory on id churn
-    await this.store.touchWorker(workerId, endpointId, now, report);
+    return this.store.touchWorker(workerId, endpointId, now, report);
   }
 }

@@ -55,7 +55,7 @@ describe("redis admission, several servers on one prefix", () => {
     const [a, b] = [await connect(p), await connect(p)];
     const limit = { requests: 1_000, concurrent: 16 };
     try {
-      const held: { server: RedisStore; release: () => Promise<void> }[] = [];
+      const held: { server: RedisStore; release: () => void | Promise<void> }[] = [];
       const open = new Set([a, b]);
       for (let i = 0; open.size > 0 && i < 100; i++) {
         for (const s of [...open]) {

@@ -63,7 +63,8 @@ export class JobService {
   async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<StoredJob> {
     const endpoint = findEndpoint(this.#config, endpointId);
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
-    const schema = await this.#inputSchemas?.get(endpointId);
+    const loading = this.#inputSchemas?.get(endpointId);
+    const schema = loading instanceof Promise ? await loading : loading;
     const checked = schema?.safeParse(request.input);
     if (checked && !checked.success) {
       throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);

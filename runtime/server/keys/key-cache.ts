@@ -1,5 +1,6 @@
 import type { Clock } from "../../clock.ts";
 import { topics, type StoreEvents } from "../store/store-events.ts";
+import type { MaybePromise } from "../maybe-promise.ts";
 import type { ApiKeyRecord, Store } from "../store/store.ts";
 import { hashKey } from "./api-keys.ts";
 
@@ -23,10 +24,15 @@ export class KeyCache {
     events.on(topics.keys, () => this.#entries.clear());
   }
 
-  async find(key: string): Promise<ApiKeyRecord | null> {
+  /** The key's record (null: unknown), at once when remembered. */
+  find(key: string): MaybePromise<ApiKeyRecord | null> {
     const now = this.clock.now();
     const hit = this.#entries.get(key);
     if (hit && hit.until > now) return hit.record;
+    return this.#fetch(key, now);
+  }
+
+  async #fetch(key: string, now: number): Promise<ApiKeyRecord | null> {
     const record = await this.store.findKey(hashKey(key));
     if (this.#entries.size >= MAX_ENTRIES) this.#entries.clear();
     this.#entries.set(key, { record, until: now + TTL_MS });

@@ -1,5 +1,6 @@
 import type { RateLimits } from "../../config/config.ts";
 import type { RateLimitedOperation } from "../../protocol/limits.ts";
+import { andThen, type MaybePromise } from "../maybe-promise.ts";
 import type { Admission, RequestLimit, Store } from "../store/store.ts";
 import type { RateWindow, RateWindowStore } from "./sqlite-rate-windows.ts";
 
@@ -7,23 +8,24 @@ import type { RateWindow, RateWindowStore } from "./sqlite-rate-windows.ts";
  * Admits one request of `op` on an endpoint against its limits, counted in the store (so every
  * server sharing the store counts together). A refusal carries the message for the 429.
  */
-export async function admitRequest(
+export function admitRequest(
   store: Store,
   endpointId: string,
   op: RateLimitedOperation,
   limits: RateLimits,
   windowMs: number,
   now: number,
-): Promise<{ ok: true; release: () => Promise<void> } | { ok: false; retryAfterSeconds: number; reason: string }> {
+): MaybePromise<{ ok: true; release: () => MaybePromise<void> } | { ok: false; retryAfterSeconds: number; reason: string }> {
   const limit = Object.hasOwn(limits, op) ? limits[op] : undefined;
   if (!limit) throw new Error(`no rate limit configured for ${op}`);
-  const admission = await store.admitRequest(`${endpointId}:${op}`, limit, windowMs, now);
-  if (admission.ok) return admission;
-  const reason =
-    admission.why === "window"
-      ? `rate limit: at most ${limit.requests} ${op} requests per ${windowMs / 1000} s on this endpoint`
-      : `rate limit: at most ${limit.concurrent} concurrent ${op} requests on this endpoint`;
-  return { ok: false, retryAfterSeconds: admission.retryAfterSeconds, reason };
+  return andThen(store.admitRequest(`${endpointId}:${op}`, limit, windowMs, now), (admission) => {
+    if (admission.ok) return admission;
+    const reason =
+      admission.why === "window"
+        ? `rate limit: at most ${limit.requests} ${op} requests per ${windowMs / 1000} s on this endpoint`
+        : `rate limit: at most ${limit.concurrent} concurrent ${op} requests on this endpoint`;
+    return { ok: false as const, retryAfterSeconds: admission.retryAfterSeconds, reason };
+  });
 }
 
 /** How often a counter with a RateWindowStore writes the windows that changed. */
@@ -64,7 +66,7 @@ export class LocalRequestCounter {
     let released = false;
     return {
       ok: true,
-      release: async () => {
+      release: () => {
         if (released) return;
         released = true;
         const n = (this.#inFlight.get(bucket) ?? 1) - 1;

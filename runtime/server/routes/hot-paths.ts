@@ -47,9 +47,12 @@ export function hotPaths(
 
   /** The 200 answer's JSON text, or null for a 204. */
   async function handle(req: Request, url: string, path: string, op: Op, endpointId: string, a: string, b: string): Promise<string | null> {
-    const key = await access.key(req.headers.get("authorization") ?? undefined);
+    // A cached key and an admission counted in memory come back at once, not as promises.
+    const keyed = access.key(req.headers.get("authorization") ?? undefined);
+    const key = keyed instanceof Promise ? await keyed : keyed;
     const endpoint = access.endpoint(key, endpointId, op, { method: req.method, path, hasTtl: () => query(url, "ttl") !== undefined });
-    const release = await access.admit(endpointId, endpoint, op);
+    const admitted = access.admit(endpointId, endpoint, op);
+    const release = admitted instanceof Promise ? await admitted : admitted;
     try {
       const maxBody = SHAPES[op].maxBody;
       if (maxBody && declaredTooLarge(req.headers, maxBody)) throw tooLarge(maxBody);
@@ -70,7 +73,8 @@ export function hotPaths(
         }
       }
     } finally {
-      await release?.();
+      const released = release?.();
+      if (released) await released;
     }
   }
 

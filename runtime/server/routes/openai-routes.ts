@@ -151,7 +151,7 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
     if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED") throw jobFailure(first.job);
     if (!first.job) throw jobFailure(null);
     // The stream counts as a request in flight (the concurrent rate limit) until it ends.
-    const release = c.get("keepAdmission")?.() ?? (async () => {});
+    const release = c.get("keepAdmission")?.() ?? (() => {});
     return eventStreamResponse(async (send, gone) => {
       const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
       let r: Read | null = first;

@@ -56,7 +56,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
   let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
 
-  const release = c.get("keepAdmission")?.() ?? (async () => {});
+  const release = c.get("keepAdmission")?.() ?? (() => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
   const statusBody = async (job: StoredJob) => {
     const position = job.status === "IN_QUEUE" ? await store.queuePosition(endpointId, id, clock.now()) : null;

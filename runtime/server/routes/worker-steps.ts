@@ -54,9 +54,11 @@ export class WorkerSteps {
    */
   async take(endpointId: string, workerId: string, max: number, batch: boolean, signal: AbortSignal): Promise<string | null> {
     const { clock, config, jobs } = this.#deps;
-    await this.presence.touch(workerId, endpointId, clock.now());
+    const before = this.presence.touch(workerId, endpointId, clock.now());
+    if (before) await before;
     const taken = await jobs.take(endpointId, workerId, max, config.server.takeWaitMs, signal);
-    await this.presence.touch(workerId, endpointId, clock.now());
+    const after = this.presence.touch(workerId, endpointId, clock.now());
+    if (after) await after;
     if (!taken) return null;
     return batch ? `[${taken.map(takenJson).join(",")}]` : takenJson(taken[0]!);
   }
@@ -69,7 +71,8 @@ export class WorkerSteps {
     const { store, clock, jobs } = this.#deps;
     const body = validate(jobDoneSchema, await readJson(req), "job-done body");
     const now = clock.now();
-    await this.presence.touch(workerId, endpointId, now);
+    const touched = this.presence.touch(workerId, endpointId, now);
+    if (touched) await touched;
     if (body.status === "IN_PROGRESS") {
       await store.progress(workerId, jobId, body.output, now);
     } else if (body.error !== undefined && body.error !== null && body.error !== "") {

@@ -248,7 +248,7 @@ export class SqliteStore implements Store {
     return this.#tx((announce) => duties.sweep(this.#sql, now, workerLossTimeoutMs, announce));
   }
 
-  async admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
+  admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Admission {
     return this.#requests.admit(bucket, limit, windowMs, now);
   }
 

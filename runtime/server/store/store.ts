@@ -127,7 +127,8 @@ export interface RequestLimit {
 }
 
 export type Admission =
-  | { ok: true; release: () => Promise<void> }
+  /** `release` gives the slot back: at once where the count is in memory. */
+  | { ok: true; release: () => void | Promise<void> }
   | { ok: false; retryAfterSeconds: number; why: "window" | "concurrent" };
 
 /** What the scaler decides from, for one endpoint. */
@@ -238,9 +239,9 @@ export interface Store {
 
   /**
    * Counts one request against a per-window and a concurrent limit, shared by every server on
-   * this store. A refused request is not counted.
+   * this store. A refused request is not counted. Answered at once where the count is in memory.
    */
-  admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission>;
+  admitRequest(bucket: string, limit: RequestLimit, windowMs: number, now: number): Admission | Promise<Admission>;
   /**
    * Takes or renews the lease `name` for `holder` for `ttlMs`: true while `holder` has it. The
    * housekeeping and scaling duties run only on the server that holds their lease.
