@@ -50,7 +50,7 @@ const QUEUED = cli.int("queued", flags.queued!);
 /** Untimed, before the first window: the processes start and their JIT warms. */
 const WARM_UP_MS = 5_000;
 
-const session = createQueueSession({ jobs: 0, clients: SUBMITTERS, runsync: 0 });
+const session = createQueueSession({ jobs: 0, warm: 0, clients: SUBMITTERS, runsync: 0 });
 const workers: Bun.Subprocess[] = [];
 const cleanup = exitCleanup(
   async () => {

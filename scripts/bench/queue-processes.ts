@@ -44,13 +44,6 @@ async function spawnReady(args: string[], name: string): Promise<Bun.Subprocess<
   return proc;
 }
 
-/**
- * Jobs run through each system, untimed, before the timed ones: the server, the workers and
- * BullMQ's Workers are fresh processes whose JavaScript is not compiled by the optimising tiers
- * yet; a queue runs for days, so the timed window measures it warmed up.
- */
-export const WARM_JOBS = 2000;
-
 /** Runs `jobs` submissions through the session's submit loops until `completed()` reaches `target`. */
 async function drive(session: QueueSession, jobs: number, target: number, submit: (i: number) => Promise<unknown>, completed: () => Promise<number>) {
   let next = 0;
@@ -69,7 +62,7 @@ async function drive(session: QueueSession, jobs: number, target: number, submit
 }
 
 /**
- * Runs WARM_JOBS untimed, then times `jobs` submissions through the session's submit loops until
+ * Runs the session's warm-up jobs untimed, then times `jobs` submissions through the session's submit loops until
  * `completed()` counts them all (polled every 5 ms), with CPU readings of the given processes
  * around the timed window.
  */
@@ -81,7 +74,8 @@ async function timeRun(
   pids: { server?: number; workers: number[] },
 ) {
   await Bun.sleep(200); // workers parked on their first take
-  await drive(session, WARM_JOBS, WARM_JOBS, submit, completed);
+  const warm = session.settings.warm;
+  await drive(session, warm, warm, submit, completed);
   const cpu = () => ({
     server: pids.server === undefined ? NaN : processCpu(pids.server),
     workers: pids.workers.reduce((a, p) => a + processCpu(p), 0),
@@ -90,7 +84,7 @@ async function timeRun(
   });
   const c0 = cpu();
   const start = performance.now();
-  await drive(session, jobs, WARM_JOBS + jobs, submit, completed);
+  await drive(session, jobs, warm + jobs, submit, completed);
   const seconds = (performance.now() - start) / 1000;
   const c1 = cpu();
   return { seconds, serverCpuS: c1.server - c0.server, workersCpuS: c1.workers - c0.workers, benchCpuS: c1.bench - c0.bench, redisCpuS: c1.redis - c0.redis };
@@ -124,7 +118,7 @@ export async function spoolProcesses(
     });
     const h = (await c.health()).jobs;
     const system = s.as?.system ?? "Spool";
-    if (h.completed !== WARM_JOBS + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${WARM_JOBS + jobs} completed, /health says ${JSON.stringify(h)}`);
+    if (h.completed !== session.settings.warm + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${session.settings.warm + jobs} completed, /health says ${JSON.stringify(h)}`);
     return { system, shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
@@ -145,7 +139,7 @@ export async function bullProcesses(session: QueueSession, s: { shape: string; w
     for (let i = 0; i < s.workers; i++) procs.push(await spawnReady([script, String(session.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
     const t = await timeRun(session, jobs, (i) => queue.add("noop", { i }), () => queue.getCompletedCount(), { workers: procs.map((p) => p.pid) });
     const counts = await queue.getJobCounts("completed", "failed", "waiting", "active");
-    if (counts.completed !== WARM_JOBS + jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${WARM_JOBS + jobs} completed, counts ${JSON.stringify(counts)}`);
+    if (counts.completed !== session.settings.warm + jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${session.settings.warm + jobs} completed, counts ${JSON.stringify(counts)}`);
     return { system: "BullMQ", shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));

@@ -42,6 +42,20 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.claim("ep", "w", 1, T0))[0]?.input).toEqual(long);
     }));
 
+    test("a claimed job is the job as stored, with the lifetime set while it waited, changed only by the claim", withStore(async (s) => {
+      const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
+      const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } });
+      await s.enqueue(full, T0);
+      await s.enqueue(newJob("plain"), T0 + 1);
+      expect(await s.setExpiry("ep", "full", T0 + 500_000, T0 + 2)).not.toBeNull();
+      const [before, plainBefore] = [await s.get("ep", "full", T0 + 3), await s.get("ep", "plain", T0 + 3)];
+      const taken = await s.claim("ep", "w1", 2, T0 + 3);
+      const asTaken = { status: "IN_PROGRESS" as const, startedAt: T0 + 3, workerId: "w1", deadline: T0 + 3 + policy.executionTimeout };
+      expect(taken).toEqual([{ ...before!, ...asTaken }, { ...plainBefore!, ...asTaken }]);
+      expect(taken[0]!.expiresAt).toBe(T0 + 500_000);
+      expect(await s.get("ep", "full", T0 + 3)).toEqual(taken[0]!);
+    }));
+
     test("claim hands out jobs oldest first, up to max, per endpoint, skipping expired ones", withStore(async (s) => {
       await s.enqueue(newJob("old", { policy: { ...policy, ttl: 10_000 } }), T0);
       for (const id of ["b", "c", "d"]) await s.enqueue(newJob(id), T0 + 1);

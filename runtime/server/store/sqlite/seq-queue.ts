@@ -1,3 +1,5 @@
+import type { StoredJob } from "../store.ts";
+
 /** A queued job as the in-memory queue keeps it. */
 export interface QueuedEntry {
   id: string;
@@ -5,6 +7,12 @@ export interface QueuedEntry {
   expiresAt: number;
   queuedAt: number;
   lowPriority: boolean;
+  /**
+   * The job as its submission wrote it (expiresAt aside, which the entry keeps), so that a claim
+   * need not read its row back: only for a job whose row holds its input and that found a short
+   * queue (memory stays bounded at any backlog); none for one read back from the table.
+   */
+  written?: StoredJob;
 }
 
 const MIN_SLOTS = 1024;
