@@ -194,6 +194,30 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.usage()).toEqual([{ keyId: "k1", endpointId: "ep", jobs: 1, cost: 0.5 }]);
     }));
 
+    test("a result is the job as stored once ended, and none is taken for a job that ended otherwise or went to another worker", withStore(async (s) => {
+      for (const id of ["done", "cancelled", "expired", "lost", "handed"]) await s.enqueue(newJob(id, { webhook: "http://x/h", keyId: "k1" }), T0);
+      await s.claim("ep", "w1", 4, T0);
+      const ended = await s.finish("w1", "done", { output: { ok: [1, 2] } }, false, T0 + 5);
+      expect(ended).toEqual(await s.get("ep", "done", T0 + 5));
+      expect(ended).toMatchObject({ status: "COMPLETED", output: { ok: [1, 2] }, completedAt: T0 + 5, expiresAt: T0 + 5 + RETENTION.asyncMs, keyId: "k1", workerId: "w1" });
+      expect((await s.takeDueDeliveries(T0 + 5, 1_000, 10)).map((d) => d.job)).toEqual([ended!]);
+      await s.cancel("ep", "cancelled", T0 + 6);
+      expect(await s.finish("w1", "cancelled", { output: 1 }, false, T0 + 7)).toBeNull();
+      expect((await s.get("ep", "cancelled", T0 + 7))?.status).toBe("CANCELLED");
+      await s.setExpiry("ep", "expired", T0 + 8, T0 + 7);
+      expect(await s.finish("w1", "expired", { output: 1 }, false, T0 + 8)).toBeNull();
+      // Lost (put back) and taken by another worker: the first worker's late result changes nothing.
+      await s.returnJobs("w1", ["lost"], T0 + 9);
+      expect((await s.claim("ep", "w2", 2, T0 + 9)).map((j) => j.id)).toEqual(["lost", "handed"]);
+      expect(await s.finish("w1", "lost", { output: "late" }, false, T0 + 10)).toBeNull();
+      expect(await s.finish("w2", "lost", { error: "boom" }, false, T0 + 10)).toMatchObject({ status: "FAILED", error: "boom", workerId: "w2" });
+      // Handed straight to a waiting worker, then streamed to before its result: the stream stays its own.
+      await s.enqueue(newJob("direct", { sync: true }), T0 + 11, undefined, "w3");
+      expect(await s.appendChunks("w3", "direct", ["a"], T0 + 12)).toBe(true);
+      expect(await s.finish("w3", "direct", { output: "whole" }, true, T0 + 13)).toMatchObject({ status: "COMPLETED", expiresAt: T0 + 13 + RETENTION.syncMs });
+      expect((await s.readChunks("ep", "direct", 0, T0 + 13))!.chunks).toEqual(["a"]);
+    }));
+
     test("submissions in one turn count the queue at their own clocks: a job expired by a later one's clock is not counted", withStore(async (s) => {
       const short = { ...policy, ttl: 10_000 };
       await s.enqueue(newJob("old", { policy: short }), T0);

@@ -11,6 +11,9 @@ import { JobIndex } from "./sqlite-job-index.ts";
  */
 export const INPUT_APART_CHARS = 2048;
 
+/** Most jobs `running` remembers (far more than workers' slots: the rest are leftovers). */
+const HOLD_AT_MOST = 50_000;
+
 /** Collects a topic to announce once the transaction commits. */
 export type Announce = (topic: string) => void;
 
@@ -22,6 +25,13 @@ export class SqliteContext {
   readonly db: Database;
   /** Counts and queues in memory, changed in step with the table. */
   readonly index: JobIndex;
+  /**
+   * Jobs this server handed out (claimed or handed to a waiting take), as handed out, until their
+   * result: finish reads no row for them (sqlite-finish.ts). A hint, never the truth: the result's
+   * UPDATE checks the row. Emptied on a rollback; a job that ends otherwise (cancel, timeout, a
+   * lost worker) leaves its entry until the next claim of it replaces it, bounded by HOLD_AT_MOST.
+   */
+  readonly running = new Map<string, StoredJob>();
   readonly #retention: StoreOptions["retention"];
   #seq: number;
   readonly #active = new Map<string, number>();
@@ -113,8 +123,15 @@ export class SqliteContext {
   /** A transaction rolled back: what memory holds beside the table is read again or forgotten. */
   rolledBack(): void {
     this.index.rebuild();
+    this.running.clear();
     this.#active.clear();
     this.#noExpiryBefore = -Infinity;
+  }
+
+  /** Remembers a job just handed to a worker (see `running`). */
+  handedOut(job: StoredJob): void {
+    if (this.running.size >= HOLD_AT_MOST) this.running.clear(); // entries of jobs that ended otherwise
+    this.running.set(job.id, job);
   }
 
   /** A running job put back in its queue, in its place (its row already IN_QUEUE): memory and announcements. */
@@ -132,9 +149,9 @@ export class SqliteContext {
     announce(topics.stop(workerId));
   }
 
-  /** Records the webhook call owed for a job that just reached a final state (its id, or its row as updated). */
-  owe(job: string | JobRow, now: number, announce: Announce): StoredJob {
-    const stored = this.job(typeof job === "string" ? this.rowById(job) : job);
+  /** Records the webhook call owed for a job that just reached a final state (its id, or the job as it now is). */
+  owe(job: string | StoredJob, now: number, announce: Announce): StoredJob {
+    const stored = typeof job === "string" ? this.job(this.rowById(job)) : job;
     if (stored.webhook) {
       this.db
         .query("INSERT INTO webhook_deliveries (id, job_id, url, job, attempts, next_at) VALUES (?, ?, ?, ?, 0, ?)")

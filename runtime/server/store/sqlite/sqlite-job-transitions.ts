@@ -6,7 +6,8 @@ import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { appendChunkRows, chunksOf } from "./sqlite-chunks.ts";
-import { splitChunk } from "../../stream-chunks.ts";
+import { finishJob } from "./sqlite-finish.ts";
+import { RAW_JSON_CHARS } from "../raw-json.ts";
 
 /**
  * Below this many queued jobs on its endpoint, a submission's job stays in memory until it is
@@ -78,7 +79,9 @@ export const jobTransitions = {
     if (takenBy !== undefined && deadline !== null) {
       s.index.move(job.endpointId, null, "IN_PROGRESS");
       s.workerActive(takenBy, now);
-      return { ...written, status: "IN_PROGRESS", startedAt: now, deadline, workerId: takenBy };
+      const taken: StoredJob = { ...written, status: "IN_PROGRESS", startedAt: now, deadline, workerId: takenBy };
+      s.handedOut(taken);
+      return taken;
     }
     const cache = input !== "" && s.index.of(job.endpointId).queue.size < KEEP_WRITTEN_BELOW;
     s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority, written: cache ? written : undefined });
@@ -123,7 +126,9 @@ export const jobTransitions = {
         }
         s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
         announce(topics.job(entry.id));
-        jobs.push({ ...entry.written, expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined });
+        const taken: StoredJob = { ...entry.written, expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined };
+        s.handedOut(taken);
+        jobs.push(taken);
         continue;
       }
       const row = read.get(entry.id);
@@ -138,6 +143,8 @@ export const jobTransitions = {
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
       announce(topics.job(row.id));
       jobs.push(Object.assign(job, { status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const));
+      // Not one whose input is read when first used (kept apart, or long): finish would read it.
+      if (row.input !== "" && row.input.length < RAW_JSON_CHARS) s.handedOut(job);
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
@@ -182,56 +189,7 @@ export const jobTransitions = {
     return { job: s.job(row), chunks };
   },
 
-  finish(
-    s: SqliteContext,
-    workerId: string,
-    jobId: string,
-    result: JobResult,
-    streamOutput: boolean,
-    now: number,
-    cost: number | undefined,
-    announce: Announce,
-  ): StoredJob | null {
-    const failed = "error" in result;
-    const output = "error" in result ? null : json(result.output);
-    // A job that streamed nothing has its output as its stream: the pieces are read from the
-    // output column (output_chunk = 1), never written a second time as stream_chunks rows.
-    const pieces = streamOutput && output !== null && !("error" in result) ? splitChunk(result.output, undefined, output).length : 0;
-    // Ends the job if the worker still holds it: read, then change by id (cheaper than an UPDATE
-    // ... RETURNING, and the whole transaction is this connection's alone).
-    const row = s.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?").get(jobId);
-    if (!row || row.worker_id !== workerId || row.status !== "IN_PROGRESS" || row.expires_at <= now) return null;
-    Object.assign(row, {
-      status: failed ? "FAILED" : "COMPLETED",
-      output,
-      error: failed ? json(result.error) : null,
-      progress: null,
-      completed_at: now,
-      deadline: null,
-      expires_at: s.expiring(now + s.retentionOf(row)),
-      output_chunk: row.chunk_count === 0 && pieces > 0 ? 1 : 0,
-      chunk_count: row.chunk_count === 0 ? pieces : row.chunk_count,
-    } satisfies Partial<JobRow>);
-    s.db
-      .query<JobRow, [string, string | null, string | null, number, number, number, number, string]>(
-        `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL,
-           expires_at = ?5, output_chunk = ?6, chunk_count = ?7 WHERE id = ?8`,
-      )
-      .run(row.status, row.output, row.error, now, row.expires_at, row.output_chunk, row.chunk_count, jobId);
-    s.index.move(row.endpoint, "IN_PROGRESS", failed ? "FAILED" : "COMPLETED");
-    s.workerActive(workerId, now);
-    s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
-    if (!failed && cost !== undefined && row.key_id) {
-      s.db
-        .query(
-          `INSERT INTO usage (key_id, endpoint, jobs, cost_e10) VALUES (?1, ?2, 1, ?3)
-           ON CONFLICT (key_id, endpoint) DO UPDATE SET jobs = jobs + 1, cost_e10 = cost_e10 + ?3`,
-        )
-        .run(row.key_id, row.endpoint, Math.round(cost * 1e10));
-    }
-    announce(topics.job(jobId));
-    return s.owe(row, now, announce);
-  },
+  finish: finishJob,
 
   cancel(s: SqliteContext, endpointId: string, jobId: string, now: number, announce: Announce): CancelOutcome | null {
     const row = s.liveRow(endpointId, jobId, now);
