@@ -218,6 +218,30 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.readChunks("ep", "direct", 0, T0 + 13))!.chunks).toEqual(["a"]);
     }));
 
+    test("a job held again by the same worker ends as it is now: after a lost worker's re-queue, and after a timeout and a retry", withStore(async (s) => {
+      const long = { text: "x".repeat(3_000) }; // kept apart from its row on the embedded store
+      for (const input of [long, { short: 1 }]) {
+        const id = `lost-${JSON.stringify(input).length}`;
+        await s.touchWorker("w", "ep", T0);
+        await s.enqueue(newJob(id, { input, webhook: "http://x/h" }), T0, undefined, "w");
+        await s.touchWorker("w", "ep", T0 + 10, { runningIds: [], missingAfterMs: 0 }); // lost: back in the queue, one loss
+        expect((await s.claim("ep", "w", 1, T0 + 20)).map((j) => j.id)).toEqual([id]);
+        const ended = await s.finish("w", id, { output: 1 }, false, T0 + 30);
+        expect(ended).toMatchObject({ losses: 1, startedAt: T0 + 20 });
+        expect(ended).toEqual(await s.get("ep", id, T0 + 30));
+        const owed = (await s.takeDueDeliveries(T0 + 30, 1_000, 10)).filter((d) => d.job.id === id);
+        expect(owed.map((d) => d.job)).toEqual([JSON.parse(JSON.stringify(ended))]); // as the webhook will send it
+      }
+      await s.enqueue(newJob("again", { policy: { ...policy, executionTimeout: 100 } }), T0 + 40, undefined, "w");
+      await s.touchWorker("w", "ep", T0 + 150);
+      expect((await s.sweep(T0 + 150, 60_000)).timedOut.map((t) => t.jobId)).toEqual(["again"]);
+      expect((await s.retry("ep", "again", T0 + 200)).kind).toBe("retried");
+      await s.claim("ep", "w", 1, T0 + 300);
+      const ended = await s.finish("w", "again", { output: 1 }, false, T0 + 350);
+      expect(ended).toMatchObject({ retries: 1, queuedAt: T0 + 200, startedAt: T0 + 300 });
+      expect(ended).toEqual(await s.get("ep", "again", T0 + 350));
+    }));
+
     test("submissions in one turn count the queue at their own clocks: a job expired by a later one's clock is not counted", withStore(async (s) => {
       const short = { ...policy, ttl: 10_000 };
       await s.enqueue(newJob("old", { policy: short }), T0);

@@ -11,8 +11,8 @@ import { JobIndex } from "./sqlite-job-index.ts";
  */
 export const INPUT_APART_CHARS = 2048;
 
-/** Most jobs `running` remembers (far more than workers' slots: the rest are leftovers). */
-const HOLD_AT_MOST = 50_000;
+/** Most jobs `running` remembers (far more than workers' slots), inputs of at most INPUT_APART_CHARS each. */
+const HOLD_AT_MOST = 10_000;
 
 /** Collects a topic to announce once the transaction commits. */
 export type Announce = (topic: string) => void;
@@ -26,10 +26,11 @@ export class SqliteContext {
   /** Counts and queues in memory, changed in step with the table. */
   readonly index: JobIndex;
   /**
-   * Jobs this server handed out (claimed or handed to a waiting take), as handed out, until their
-   * result: finish reads no row for them (sqlite-finish.ts). A hint, never the truth: the result's
-   * UPDATE checks the row. Emptied on a rollback; a job that ends otherwise (cancel, timeout, a
-   * lost worker) leaves its entry until the next claim of it replaces it, bounded by HOLD_AT_MOST.
+   * Jobs this server handed out (claimed or handed to a waiting take) with their input in their
+   * row, as handed out, until they end: finish reads no row for them (sqlite-finish.ts). Every
+   * hand-out sets or drops a job's entry and every other way out of IN_PROGRESS drops it (stop,
+   * requeued, forgetJob, a second loss); emptied on a rollback. Still a hint: the result's UPDATE
+   * checks the row, the start of this holding included.
    */
   readonly running = new Map<string, StoredJob>();
   readonly #retention: StoreOptions["retention"];
@@ -92,6 +93,7 @@ export class SqliteContext {
 
   /** Removes what a deleted job kept beside its row. */
   forgetJob(jobId: string): void {
+    this.running.delete(jobId);
     this.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     this.db.query("DELETE FROM job_inputs WHERE job_id = ?").run(jobId);
   }
@@ -128,14 +130,22 @@ export class SqliteContext {
     this.#noExpiryBefore = -Infinity;
   }
 
-  /** Remembers a job just handed to a worker (see `running`). */
-  handedOut(job: StoredJob): void {
-    if (this.running.size >= HOLD_AT_MOST) this.running.clear(); // entries of jobs that ended otherwise
+  /**
+   * A job just handed to a worker (see `running`): remembered when `keep` (its input is in its
+   * row, read already), otherwise any entry of an earlier holding is dropped.
+   */
+  handedOut(job: StoredJob, keep: boolean): void {
+    if (!keep) {
+      this.running.delete(job.id);
+      return;
+    }
+    if (this.running.size >= HOLD_AT_MOST) this.running.clear(); // more than any workers hold: a leak, not work
     this.running.set(job.id, job);
   }
 
   /** A running job put back in its queue, in its place (its row already IN_QUEUE): memory and announcements. */
   requeued(row: JobRow, announce: Announce): void {
+    this.running.delete(row.id);
     const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
     this.index.queued(row.endpoint, "IN_PROGRESS", { id: row.id, seq: row.seq, expiresAt: row.expires_at, queuedAt: row.queued_at, lowPriority });
     announce(topics.job(row.id));
@@ -144,6 +154,7 @@ export class SqliteContext {
 
   /** Tells the worker running a job to stop it. */
   stop(workerId: string | null, jobId: string, announce: Announce): void {
+    this.running.delete(jobId); // ended (cancelled, timed out, expired) without its result
     if (!workerId) return;
     this.db.query("INSERT OR IGNORE INTO stops (worker_id, job_id) VALUES (?, ?)").run(workerId, jobId);
     announce(topics.stop(workerId));

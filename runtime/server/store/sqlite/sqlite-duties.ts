@@ -32,6 +32,7 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
     )
     .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), s.expiring(now + s.retentionOf(j)), j.id);
   s.index.move(j.endpoint, "IN_PROGRESS", "FAILED");
+  s.running.delete(j.id);
   s.owe(j.id, now, announce);
   return "lost";
 }

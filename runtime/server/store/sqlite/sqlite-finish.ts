@@ -1,5 +1,6 @@
 import { splitChunk } from "../../stream-chunks.ts";
 import { topics } from "../store-events.ts";
+import { RAW_JSON_CHARS, setJson } from "../raw-json.ts";
 import type { JobResult, StoredJob } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json } from "./sqlite-job-row.ts";
@@ -36,23 +37,17 @@ export function finishJob(
   if (held && held.workerId === workerId) {
     const expiresAt = s.expiring(now + s.retentionOf({ sync: held.sync ? 1 : 0 }));
     const changed = s.db
-      .query<never, [string, string | null, string | null, number, number, number, string, string, number]>(
+      .query<never, [string, string | null, string | null, number, number, number, string, string, number, number | null]>(
         `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL, expires_at = ?5,
            output_chunk = (chunk_count = 0 AND ?6 > 0), chunk_count = CASE WHEN chunk_count = 0 THEN ?6 ELSE chunk_count END
-         WHERE id = ?7 AND worker_id = ?8 AND status = 'IN_PROGRESS' AND expires_at > ?9`,
+         WHERE id = ?7 AND worker_id = ?8 AND status = 'IN_PROGRESS' AND expires_at > ?9 AND started_at = ?10`,
       )
-      .run(status, output, error, now, expiresAt, pieces, jobId, workerId, now).changes;
+      .run(status, output, error, now, expiresAt, pieces, jobId, workerId, now, held.startedAt ?? null).changes;
     if (!changed) return null;
-    ended = {
-      ...held,
-      status,
-      output: "error" in result ? undefined : result.output,
-      error: "error" in result ? result.error : undefined,
-      progress: undefined,
-      completedAt: now,
-      deadline: undefined,
-      expiresAt,
-    };
+    ended = { ...held, status, output: undefined, error: error === null ? undefined : JSON.parse(error), progress: undefined, completedAt: now, deadline: undefined, expiresAt };
+    // As a row read back gives it: a long output keeps its text for the answers that carry it.
+    if (output !== null && output.length >= RAW_JSON_CHARS) setJson(ended, "output", output);
+    else if (!("error" in result)) ended.output = result.output;
     keyId = held.keyId;
   } else {
     // Read, then change by id (cheaper than an UPDATE ... RETURNING).

@@ -7,7 +7,6 @@ import type { QueuedEntry } from "./seq-queue.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { appendChunkRows, chunksOf } from "./sqlite-chunks.ts";
 import { finishJob } from "./sqlite-finish.ts";
-import { RAW_JSON_CHARS } from "../raw-json.ts";
 
 /**
  * Below this many queued jobs on its endpoint, a submission's job stays in memory until it is
@@ -80,7 +79,7 @@ export const jobTransitions = {
       s.index.move(job.endpointId, null, "IN_PROGRESS");
       s.workerActive(takenBy, now);
       const taken: StoredJob = { ...written, status: "IN_PROGRESS", startedAt: now, deadline, workerId: takenBy };
-      s.handedOut(taken);
+      s.handedOut(taken, input !== "");
       return taken;
     }
     const cache = input !== "" && s.index.of(job.endpointId).queue.size < KEEP_WRITTEN_BELOW;
@@ -127,7 +126,7 @@ export const jobTransitions = {
         s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
         announce(topics.job(entry.id));
         const taken: StoredJob = { ...entry.written, expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined };
-        s.handedOut(taken);
+        s.handedOut(taken, true);
         jobs.push(taken);
         continue;
       }
@@ -143,8 +142,8 @@ export const jobTransitions = {
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
       announce(topics.job(row.id));
       jobs.push(Object.assign(job, { status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const));
-      // Not one whose input is read when first used (kept apart, or long): finish would read it.
-      if (row.input !== "" && row.input.length < RAW_JSON_CHARS) s.handedOut(job);
+      // Not one whose input is kept apart (read when first used): finish would read it.
+      s.handedOut(job, row.input !== "");
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
