@@ -29,9 +29,11 @@
  * hour to hour does not blur. `--floor` runs the protocol floor the same way (a bare Bun.serve
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
  * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
- * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run: on a machine
- * that runs 10,000 jobs a second, 5,000 timed after 2,000 untimed measured the servers' JIT
- * compilation as much as the queue (a run of 20,000 printed 10-20% more for Spool and for BullMQ).
+ * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run beside BullMQ's
+ * worker processes (the Redis-store runs time `--jobs` after 1000 untimed): on a machine that runs
+ * 10,000 jobs a second, 5,000 timed after 2,000 untimed measured the server's JIT compilation as
+ * much as the queue (20,000 after 10,000 raised Spool's rate with batches by about a quarter,
+ * BullMQ's by less than a tenth).
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).

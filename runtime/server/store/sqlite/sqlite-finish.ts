@@ -31,10 +31,11 @@ export function finishJob(
   const pieces = streamOutput && output !== null && !("error" in result) ? splitChunk(result.output, undefined, output).length : 0;
   const status = failed ? "FAILED" : "COMPLETED";
   const held = s.running.get(jobId);
-  s.running.delete(jobId);
   let ended: StoredJob;
   let keyId: string | undefined;
   if (held && held.workerId === workerId) {
+    s.running.delete(jobId); // ended now, or not this worker's any more
+
     const expiresAt = s.expiring(now + s.retentionOf({ sync: held.sync ? 1 : 0 }));
     const changed = s.db
       .query<never, [string, string | null, string | null, number, number, number, string, string, number, number | null]>(
@@ -72,6 +73,7 @@ export function finishJob(
       .run(row.status, row.output, row.error, now, row.expires_at, row.output_chunk, row.chunk_count, jobId);
     ended = s.job(row);
     keyId = row.key_id ?? undefined;
+    s.running.delete(jobId);
   }
   s.index.move(ended.endpointId, "IN_PROGRESS", status);
   s.workerActive(workerId, now);
