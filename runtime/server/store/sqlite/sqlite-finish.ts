@@ -33,19 +33,19 @@ export function finishJob(
   const held = s.running.get(jobId);
   let ended: StoredJob;
   let keyId: string | undefined;
-  if (held && held.workerId === workerId) {
+  if (held && held.workerId === workerId && held.startedAt !== undefined) {
     s.running.delete(jobId); // ended now, or not this worker's any more
-
     const expiresAt = s.expiring(now + s.retentionOf({ sync: held.sync ? 1 : 0 }));
     const changed = s.db
-      .query<never, [string, string | null, string | null, number, number, number, string, string, number, number | null]>(
+      .query<never, [string, string | null, string | null, number, number, number, string, string, number, number]>(
         `UPDATE jobs SET status = ?1, output = ?2, error = ?3, progress = NULL, completed_at = ?4, deadline = NULL, expires_at = ?5,
            output_chunk = (chunk_count = 0 AND ?6 > 0), chunk_count = CASE WHEN chunk_count = 0 THEN ?6 ELSE chunk_count END
          WHERE id = ?7 AND worker_id = ?8 AND status = 'IN_PROGRESS' AND expires_at > ?9 AND started_at = ?10`,
       )
-      .run(status, output, error, now, expiresAt, pieces, jobId, workerId, now, held.startedAt ?? null).changes;
+      .run(status, output, error, now, expiresAt, pieces, jobId, workerId, now, held.startedAt).changes;
     if (!changed) return null;
-    ended = { ...held, status, output: undefined, error: error === null ? undefined : JSON.parse(error), progress: undefined, completedAt: now, deadline: undefined, expiresAt };
+    const parsedError = error === null ? undefined : JSON.parse(error);
+    ended = { ...held, status, output: undefined, error: parsedError, progress: undefined, completedAt: now, deadline: undefined, expiresAt };
     // As a row read back gives it: a long output keeps its text for the answers that carry it.
     if (output !== null && output.length >= RAW_JSON_CHARS) setJson(ended, "output", output);
     else if (!("error" in result)) ended.output = result.output;
