@@ -21,6 +21,7 @@ const noCounts = (): Record<JobStatus, number> => Object.fromEntries(JOB_STATES.
  */
 export class JobIndex {
   readonly #endpoints = new Map<string, EndpointIndex>();
+  #keeping = 0;
 
   constructor(private readonly db: Database) {
     this.rebuild();
@@ -31,6 +32,11 @@ export class JobIndex {
     let e = this.#endpoints.get(endpointId);
     if (!e) this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue(), normal: new SeqQueue() }));
     return e;
+  }
+
+  /** Queued entries, on every endpoint, that keep their job as written (QueuedEntry.written). */
+  get keeping(): number {
+    return this.#keeping;
   }
 
   /** A row moved from one status to another (null: inserted or deleted). */
@@ -44,6 +50,7 @@ export class JobIndex {
   queued(endpointId: string, from: JobStatus | null, entry: QueuedEntry): void {
     this.move(endpointId, from, "IN_QUEUE");
     const e = this.of(endpointId);
+    if (entry.written && !e.queue.get(entry.seq)) this.#keeping++;
     e.queue.add(entry);
     if (!entry.lowPriority) e.normal.add(entry);
   }
@@ -51,14 +58,13 @@ export class JobIndex {
   /** A row left IN_QUEUE (claim, cancel, purge, expiry). */
   unqueued(endpointId: string, seq: number, to: JobStatus | null): void {
     this.move(endpointId, "IN_QUEUE", to);
-    const e = this.of(endpointId);
-    e.queue.delete(seq);
-    e.normal.delete(seq);
+    this.forget(endpointId, seq);
   }
 
   /** Drops an entry the table does not hold as queued (never counted as such). */
   forget(endpointId: string, seq: number): void {
     const e = this.of(endpointId);
+    if (e.queue.get(seq)?.written) this.#keeping--;
     e.queue.delete(seq);
     e.normal.delete(seq);
   }
@@ -66,6 +72,7 @@ export class JobIndex {
   /** Reads the counts and the queues back from the table. */
   rebuild(): void {
     this.#endpoints.clear();
+    this.#keeping = 0;
     const counts = this.db.query<{ endpoint: string; status: JobStatus; n: number }, []>("SELECT endpoint, status, COUNT(*) AS n FROM jobs GROUP BY endpoint, status");
     for (const r of counts.all()) this.of(r.endpoint).counts[r.status] = r.n;
     const queued = this.db.query<{ endpoint: string; id: string; seq: number; expires_at: number; queued_at: number; low: number }, []>(

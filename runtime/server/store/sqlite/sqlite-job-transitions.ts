@@ -9,11 +9,12 @@ import { appendChunkRows, chunksOf } from "./sqlite-chunks.ts";
 import { finishJob } from "./sqlite-finish.ts";
 
 /**
- * Below this many queued jobs on its endpoint, a submission's job stays in memory until it is
- * claimed, which then skips reading its row back (about 5% of the server's CPU a no-op job):
- * a deep backlog keeps at most this many, its later jobs are read back as before.
+ * Until this many queued jobs (on all endpoints) keep theirs, a submission's job stays in memory
+ * until it is claimed, which then skips reading its row back (about 5% of the server's CPU a
+ * no-op job): a deep backlog keeps at most this many (inputs of at most INPUT_APART_CHARS), its
+ * later jobs are read back as before.
  */
-const KEEP_WRITTEN_BELOW = 10_000;
+const KEEP_WRITTEN_AT_MOST = 10_000;
 
 const takeQueued = (s: SqliteContext) =>
   s.db.query<never, [number, string, number | null, string]>(
@@ -82,7 +83,7 @@ export const jobTransitions = {
       s.handedOut(taken, input !== "");
       return taken;
     }
-    const cache = input !== "" && s.index.of(job.endpointId).queue.size < KEEP_WRITTEN_BELOW;
+    const cache = input !== "" && s.index.keeping < KEEP_WRITTEN_AT_MOST;
     s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority, written: cache ? written : undefined });
     announce(topics.queue(job.endpointId));
     return written;
