@@ -16,11 +16,6 @@ import { finishJob } from "./sqlite-finish.ts";
  */
 const KEEP_WRITTEN_AT_MOST = 10_000;
 
-const takeQueued = (s: SqliteContext) =>
-  s.db.query<never, [number, string, number | null, string]>(
-    "UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?1, worker_id = ?2, deadline = ?3 WHERE id = ?4 AND status = 'IN_QUEUE'",
-  );
-
 /**
  * The changes a job goes through, from enqueue to a final state, as SQL on the embedded store.
  * Those that take `announce` run inside the store's transaction.
@@ -111,40 +106,28 @@ export const jobTransitions = {
     if (!picked.length) return [];
     // Read, then change by id: an UPDATE ... RETURNING costs about half again as much in SQLite.
     const read = s.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
-    const take = s.db.query<JobRow, [number, string, number | null, string]>(
-      "UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?1, worker_id = ?2, deadline = ?3 WHERE id = ?4",
+    const take = s.db.query<never, [number, string, number | null, string]>(
+      "UPDATE jobs SET status = 'IN_PROGRESS', started_at = ?1, worker_id = ?2, deadline = ?3 WHERE id = ?4 AND status = 'IN_QUEUE'",
     );
     const jobs: StoredJob[] = [];
     for (const entry of picked) {
-      if (entry.written) {
-        // The job as written, its row unread: the change itself checks that it is still queued.
-        const { executionTimeout } = entry.written.policy;
-        const deadline = typeof executionTimeout === "number" ? now + executionTimeout : null;
-        if (takeQueued(s).run(now, workerId, deadline, entry.id).changes === 0) {
-          s.index.forget(endpointId, entry.seq); // not queued after all
-          continue;
-        }
-        s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
-        announce(topics.job(entry.id));
-        const taken: StoredJob = { ...entry.written, expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined };
-        s.handedOut(taken, true);
-        jobs.push(taken);
-        continue;
-      }
-      const row = read.get(entry.id);
-      if (row?.status !== "IN_QUEUE") {
+      // The job as its submission wrote it when the entry kept it (its row unread: the change
+      // itself checks that it is still queued), else its row read back.
+      const row = entry.written ? undefined : read.get(entry.id);
+      const job = entry.written ? { ...entry.written } : row?.status === "IN_QUEUE" ? s.job(row) : undefined;
+      // (A policy without a timeout, which no Spool writes, leaves the job without a deadline as before.)
+      const timeout = job?.policy.executionTimeout;
+      const deadline = typeof timeout === "number" ? now + timeout : null;
+      if (!job || take.run(now, workerId, deadline, entry.id).changes === 0) {
         s.index.forget(endpointId, entry.seq); // not queued after all
         continue;
       }
-      const job = s.job(row);
-      // (A policy without a timeout, which no Spool writes, leaves the job without a deadline as before.)
-      const deadline = typeof job.policy.executionTimeout === "number" ? now + job.policy.executionTimeout : null;
-      take.run(now, workerId, deadline, row.id);
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
-      announce(topics.job(row.id));
-      jobs.push(Object.assign(job, { status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const));
+      announce(topics.job(entry.id));
+      const taken = Object.assign(job, { expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const);
+      jobs.push(taken);
       // Not one whose input is kept apart (read when first used): finish would read it.
-      s.handedOut(job, row.input !== "");
+      s.handedOut(taken, !row || row.input !== "");
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
