@@ -29,6 +29,8 @@
  * hour to hour does not blur. `--floor` runs the protocol floor the same way (a bare Bun.serve
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
  * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
+ * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
+ * command a step, no script) beside Spool's Redis store and BullMQ, for each shape.
  * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run beside BullMQ's
  * worker processes (the Redis-store runs time `--jobs` after 1000 untimed): on a machine that runs
  * 10,000 jobs a second, 5,000 timed after 2,000 untimed measured the server's JIT compilation as
@@ -46,7 +48,7 @@ import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
 import { machine, machineLine } from "./bench/machine.ts";
 import { bullThroughput, redisAndBullVersions } from "./bench/queue-bullmq.ts";
 import { profile } from "./bench/queue-monitor.ts";
-import { f1, f2, printLatency, printProfiles, printRatios, printThroughput, rate } from "./bench/queue-report.ts";
+import { f1, f2, printLatency, printProfiles, printRatios, printRedisFloor, printThroughput, rate } from "./bench/queue-report.ts";
 import { createQueueSession } from "./bench/queue-session.ts";
 import { floorLatency, runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
@@ -106,7 +108,7 @@ if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flag
 }
 const MODE = (flags.mode ?? flags.store ?? "all") as Mode;
 if (!MODES.includes(MODE)) cli.fail(`--mode must be one of ${MODES.join(", ")}, got ${MODE}`);
-if (MODE === "redis" && (BASELINE !== undefined || flags.floor)) cli.fail("--baseline and --floor add rows to the embedded store's side-by-side; they do nothing with --mode redis");
+if (MODE === "redis" && BASELINE !== undefined) cli.fail("--baseline adds rows to the embedded store's side-by-side; it does nothing with --mode redis");
 if (flags.store !== undefined && flags.store !== "embedded" && flags.store !== "redis") {
   cli.fail(`--store must be embedded or redis, got ${flags.store}`);
 }
@@ -198,6 +200,12 @@ async function main(): Promise<void> {
         onRedis.push(r);
         log(r);
       }
+      if (flags.floor) {
+        await redis.client.send("FLUSHALL", []);
+        const r = await spoolThroughput(session, { ...sh, name: `${sh.name}-floor`, shape: sh.name, servers: 1, redis: true, floor: true });
+        onRedis.push(r);
+        log(r);
+      }
       await redis.client.send("FLUSHALL", []);
       const label = sh.size === null ? sh.label : `${sh.workers} workers × ${sh.concurrency} (Worker concurrency ${sh.concurrency})`;
       const b = await bullThroughput(session, { label, shape: sh.name, workers: sh.workers, concurrency: sh.concurrency });
@@ -236,6 +244,7 @@ async function main(): Promise<void> {
     console.log(`### Redis store vs BullMQ on the same Redis\n`);
     printThroughput(onRedis, true);
     printRatios(onRedis, shapes, BATCH);
+    if (flags.floor) printRedisFloor(onRedis, shapes);
   }
   if (profiles.length) printProfiles(profiles, PROFILE);
   if (lat.length) printLatency(lat);

@@ -1,46 +1,104 @@
 #!/usr/bin/env bun
 /**
  * The protocol floor: the least a server speaking Spool's job API and worker protocol over HTTP
- * can cost on this machine. A bare Bun.serve with the queue in memory: POST /run, GET /job-take
- * and /job-take-batch (held up to 20 s while the queue is empty, as Spool holds them), POST
- * /job-done and GET /health, with no keys, no limits, no checks, no metrics and nothing written
- * to disk (a batch take parked on an empty queue gets the next job alone). The queue benchmark runs it beside Spool (--floor) as a reference row: what Spool's
- * own work costs on top of the HTTP requests themselves. Prints "listening on <url>".
+ * can cost on this machine. A bare Bun.serve: POST /run, GET /job-take and /job-take-batch (held
+ * up to 20 s while the queue is empty, as Spool holds them), POST /job-done and GET /health, with
+ * no keys, no limits, no checks, no metrics and no index. The queue benchmark runs it beside
+ * Spool (--floor) as a reference row: what Spool's own work costs on top of the HTTP requests
+ * themselves. Prints "listening on <url>".
  *
- *   bun scripts/bench/protocol-floor-server.ts
+ * Its queue is in memory, or with `--store <redis url>[?prefix=P]` in Redis, one command a step
+ * and no script: a submission is an LPUSH (or, to a take waiting on this server, a SET of the job
+ * as taken), a take an RPOP of up to the batch size, a result a SET. That is the least a server
+ * on Redis writes for each of the protocol's three requests (one server only: the counts in
+ * /health are its own).
+ *
+ *   bun scripts/bench/protocol-floor-server.ts [--store redis://host:port?prefix=P]
  */
+import { RedisClient } from "bun";
+
 type Job = { id: string; input: unknown };
 
-const queue: Job[] = [];
-let head = 0;
-const parked: { resolve: (jobs: Job[]) => void }[] = [];
+/** Where the floor keeps its queue: each step is one write, answered when it is done. */
+interface FloorQueue {
+  push(job: Job): Promise<void> | void;
+  /** A job handed straight to a waiting take: written as taken, never queued. */
+  hand(job: Job): Promise<void> | void;
+  /** Up to n jobs, as JSON texts. */
+  take(n: number): Promise<string[]> | string[];
+  done(id: string, result: string): Promise<void> | void;
+  depth(): Promise<number> | number;
+}
+
+function memoryQueue(): FloorQueue {
+  const queue: string[] = [];
+  let head = 0;
+  return {
+    push: (job) => void queue.push(JSON.stringify(job)),
+    hand: () => {},
+    take(n) {
+      const out = queue.slice(head, head + n);
+      head += out.length;
+      if (head > 1024 && head * 2 > queue.length) {
+        queue.splice(0, head);
+        head = 0;
+      }
+      return out;
+    },
+    done: () => {},
+    depth: () => queue.length - head,
+  };
+}
+
+function redisQueue(url: string): FloorQueue {
+  const u = new URL(url);
+  const prefix = u.searchParams.get("prefix") ?? "floor";
+  u.search = "";
+  const client = new RedisClient(u.href);
+  const q = `{${prefix}}:q`;
+  return {
+    push: async (job) => void (await client.send("LPUSH", [q, JSON.stringify(job)])),
+    hand: async (job) => void (await client.send("SET", [`{${prefix}}:run:${job.id}`, JSON.stringify(job)])),
+    take: async (n) => ((await client.send("RPOP", [q, String(n)])) as string[] | null) ?? [],
+    done: async (id, result) => void (await client.send("SET", [`{${prefix}}:res:${id}`, result])),
+    depth: async () => Number(await client.send("LLEN", [q])),
+  };
+}
+
+const at = Bun.argv.indexOf("--store");
+const store: FloorQueue = at > 0 ? redisQueue(Bun.argv[at + 1]!) : memoryQueue();
+
+/** Takes waiting for a job, longest waiting first. */
+const parked: { resolve: (jobs: string[] | null) => void }[] = [];
+/** Submissions written so far: a take that found none looks again if one was written meanwhile. */
+let pushed = 0;
 let seq = 0;
 let completed = 0;
 let inProgress = 0;
-const json = (v: unknown) => new Response(JSON.stringify(v), { headers: { "content-type": "application/json" } });
+const json = (text: string) => new Response(text, { headers: { "content-type": "application/json" } });
 
-function take(n: number): Job[] {
-  const out: Job[] = [];
-  while (out.length < n && head < queue.length) out.push(queue[head++]!);
-  if (head > 1024 && head * 2 > queue.length) {
-    queue.splice(0, head);
-    head = 0;
+/** Up to n jobs, waiting up to 20 s for one (a batch take parked on an empty queue gets the next job alone). */
+async function take(n: number): Promise<string[]> {
+  for (;;) {
+    const before = pushed;
+    const jobs = await store.take(n);
+    if (jobs.length) {
+      inProgress += jobs.length;
+      return jobs;
+    }
+    if (pushed !== before) continue;
+    const handed = await new Promise<string[] | null>((resolve) => {
+      const taker = { resolve };
+      parked.push(taker);
+      setTimeout(() => {
+        const i = parked.indexOf(taker);
+        if (i < 0) return;
+        parked.splice(i, 1);
+        resolve([]);
+      }, 20_000);
+    });
+    if (handed) return handed; // [] when the wait ran out; null: look at the queue again
   }
-  inProgress += out.length;
-  return out;
-}
-
-function waitForJob(): Promise<Job[]> {
-  return new Promise((resolve) => {
-    const taker = { resolve };
-    parked.push(taker);
-    setTimeout(() => {
-      const i = parked.indexOf(taker);
-      if (i < 0) return;
-      parked.splice(i, 1);
-      resolve([]);
-    }, 20_000);
-  });
 }
 
 const server = Bun.serve({
@@ -49,32 +107,40 @@ const server = Bun.serve({
   idleTimeout: 0,
   async fetch(req) {
     const url = new URL(req.url);
-    const [, , , op] = url.pathname.split("/"); // /v2/<endpoint>/<op>/...
+    const [, , , op, , jobId] = url.pathname.split("/"); // /v2/<endpoint>/<op>/<worker>/<job>
     if (op === "run") {
       const body = (await req.json()) as { input: unknown };
       const job = { id: `floor-${++seq}`, input: body.input };
       const taker = parked.shift();
       if (taker) {
+        await store.hand(job);
         inProgress++;
-        taker.resolve([job]);
-      } else queue.push(job);
-      return json({ id: job.id, status: "IN_QUEUE" });
+        taker.resolve([JSON.stringify(job)]);
+      } else {
+        await store.push(job);
+        pushed++;
+        parked.shift()?.resolve(null); // a take that parked while this was written looks again
+      }
+      return json(JSON.stringify({ id: job.id, status: "IN_QUEUE" }));
     }
     if (op === "job-take" || op === "job-take-batch") {
       const n = op === "job-take" ? 1 : Number(url.searchParams.get("batch_size") ?? 1);
-      let jobs = take(n);
-      if (!jobs.length) jobs = await waitForJob();
+      const jobs = await take(n);
       if (!jobs.length) return new Response(null, { status: 204 });
-      return json(op === "job-take" ? jobs[0] : jobs);
+      return json(op === "job-take" ? jobs[0]! : `[${jobs.join(",")}]`);
     }
     if (op === "job-done") {
-      const body = (await req.json()) as { status?: string };
-      if (body.status === "IN_PROGRESS") return json({}); // a progress post, not the result
+      const body = await req.text();
+      if ((JSON.parse(body) as { status?: string }).status === "IN_PROGRESS") return json("{}"); // a progress post, not the result
+      await store.done(jobId ?? "", body);
       inProgress--;
       completed++;
-      return json({});
+      return json("{}");
     }
-    if (op === "health") return json({ jobs: { completed, failed: 0, inProgress, inQueue: queue.length - head, retried: 0 }, workers: { idle: 0, running: 0 } });
+    if (op === "health") {
+      const jobs = { completed, failed: 0, inProgress, inQueue: await store.depth(), retried: 0 };
+      return json(JSON.stringify({ jobs, workers: { idle: 0, running: 0 } }));
+    }
     return Response.json({ error: `the protocol floor has no ${req.method} ${url.pathname}` }, { status: 404 });
   },
 });

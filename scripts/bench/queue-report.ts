@@ -51,6 +51,21 @@ export function printRatios(onRedis: Throughput[], shapes: readonly QueueShape[]
   console.log("");
 }
 
+/**
+ * The protocol floor on the same Redis (--floor): its rate against BullMQ's, and Spool's (1
+ * server) against the floor's, with each one's CPU per job in the server and in redis-server.
+ */
+export function printRedisFloor(onRedis: Throughput[], shapes: readonly QueueShape[]): void {
+  const rows = shapes.map((sh) => {
+    const pick = (system: string) => onRedis.find((r) => r.system === system && r.shape === sh.name && r.servers <= 1)!;
+    const [b, s, f] = [pick("BullMQ"), pick("Spool"), pick("protocol floor")];
+    return [sh.label, f1(rate(f)), `**${f2(rate(f) / rate(b))}**`, `**${f2(rate(s) / rate(f))}**`, perJob(f, f.serverCpuS), perJob(s, s.serverCpuS), perJob(f, f.redisCpuS), perJob(s, s.redisCpuS), perJob(b, b.redisCpuS)];
+  });
+  const head = ["workers × concurrency", "floor jobs/s", "floor/BullMQ", "Spool (1 server)/floor", "floor server CPU µs/job", "Spool server CPU µs/job", "redis-server CPU µs/job, floor", "Spool", "BullMQ"];
+  printTable(head, "lrrrrrrrr", rows);
+  console.log("");
+}
+
 function breakdown(m: Map<string, number>, jobs: number): string {
   const total = [...m.values()].reduce((a, b) => a + b, 0);
   const parts = [...m.entries()]

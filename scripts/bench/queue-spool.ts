@@ -16,6 +16,8 @@ export interface SpoolScenario {
   size: number | null;
   /** On the session's redis-server (a fresh key prefix) rather than a fresh embedded store. */
   redis: boolean;
+  /** The protocol floor (see protocol-floor-server.ts) in Spool's place, with the same workers and submitters. */
+  floor?: boolean;
   /** @default the session's jobs */
   jobs?: number;
   probe?: Probe;
@@ -29,7 +31,8 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}` : undefined;
     // One at a time: the first creates the store's API key, the others are handed it.
     for (let i = 0; i < s.servers; i++) {
-      servers.push(await session.startServer(session.unique(s.name), { store, key: servers[0]?.key }));
+      const as = s.floor ? { script: FLOOR_SCRIPT, key: "floor" } : { key: servers[0]?.key };
+      servers.push(await session.startServer(session.unique(s.name), { store, ...as }));
     }
     const clients = servers.map(queueClient);
     const stop = new AbortController();
@@ -53,7 +56,7 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     if (h.jobs.completed !== warm + jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
       throw new Error(`${s.label}: expected ${warm + jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
-    return { label: s.label, shape: s.shape ?? s.name, system: "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
+    return { label: s.label, shape: s.shape ?? s.name, system: s.floor ? "protocol floor" : "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
   } finally {
     await Promise.all(servers.map(session.stopServer));
   }

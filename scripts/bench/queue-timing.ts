@@ -6,7 +6,7 @@ export interface Throughput {
   label: string;
   /** Which of the scenario shapes (worker count and concurrency) it ran. */
   shape: string;
-  system: "Spool" | "BullMQ";
+  system: "Spool" | "BullMQ" | "protocol floor";
   /** Spool servers; 0 for BullMQ (in this process). */
   servers: number;
   workers: number;
