@@ -67,6 +67,15 @@ function splitString(s: string, max: number): string[] {
 }
 
 /**
+ * A job's stream when it streamed nothing and its output is its stream (stored once, as the
+ * output): the `count` pieces splitChunk cuts it into, from index `from` on.
+ */
+export function outputPieces(output: unknown, count: number, from: number): unknown[] {
+  if (from >= count) return [];
+  return (count === 1 ? [output] : splitChunk(output)).slice(Math.max(0, from));
+}
+
+/**
  * Splits one stream chunk whose JSON is over the 1 MB limit: an array into consecutive
  * sub-arrays, a string into substrings, anything else into pieces of its JSON text.
  * Concatenating the pieces (arrays or strings) gives back the original. `json`: the chunk's

@@ -133,3 +133,32 @@ describe("redis store, several servers on one prefix", () => {
     }
   });
 });
+
+test("redis: an output that is the job's stream is kept once, in the job, and read from there in pieces", async () => {
+  const p = prefix();
+  const s = await connect(p);
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    const big = "y".repeat(2_500_000); // over 1 MB: three pieces
+    await s.enqueue(newJob("big"), T0);
+    await s.claim("ep", "w", 1, T0);
+    await s.finish("w", "big", { output: big }, true, T0 + 1);
+    expect(await raw.send("EXISTS", [`${p}ch:big`])).toBe(0);
+    expect(Number(await raw.send("MEMORY", ["USAGE", `${p}job:big`, "SAMPLES", "0"]))).toBeLessThan(2 * big.length);
+    const pieces = (await s.readChunks("ep", "big", 0, T0 + 1))!.chunks as string[];
+    expect(pieces.length).toBe(3);
+    expect(pieces.join("")).toBe(big);
+    expect((await s.readStream("ep", "big", T0 + 1))!.chunks).toEqual(pieces);
+    expect((await s.readStream("ep", "big", T0 + 1))!.chunks).toEqual([]);
+    // A job that streamed keeps its chunks; its output is not added to them.
+    await s.enqueue(newJob("streamed"), T0);
+    await s.claim("ep", "w", 1, T0);
+    await s.appendChunks("w", "streamed", ["a"], T0);
+    await s.finish("w", "streamed", { output: ["a"] }, true, T0 + 1);
+    expect(await raw.send("LRANGE", [`${p}ch:streamed`, "0", "-1"])).toEqual(['"a"']);
+    expect((await s.readChunks("ep", "streamed", 0, T0 + 1))!.chunks).toEqual(["a"]);
+  } finally {
+    raw.close();
+    await s.close();
+  }
+});

@@ -67,25 +67,28 @@ end
 `;
 
 /**
- * A worker's result: `kind` output or error, `payload` its JSON or '', `chunks` a JSON array of
- * final chunk JSON texts, `cost` in units of 1e-10 or ''. Answers the job as JSON once final, nil
+ * A worker's result: `kind` output or error, `payload` its JSON or '', `pieces` how many stream
+ * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or ''. Answers the job as JSON once final, nil
  * when it is not this worker's running job (a repeat, or another worker's), {'error', why} for a
  * bad argument (checked before the first write: Redis does not roll a failed script back).
  */
 const FINISH = `
-local function finish(w, id, kind, payload, chunks, cost)
+local function finish(w, id, kind, payload, pieces, cost)
   local j = job(id)
   if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= w then return nil end
-  local finalChunks = cjson.decode(chunks)
+  pieces = tonumber(pieces)
+  if not pieces then return {'error', 'pieces is not a number'} end
   if cost ~= '' and not tonumber(cost) then return {'error', 'cost is not a number'} end
   local failed = kind == 'error'
   unrun(j)
   drop(j, {'output', 'error'})
   local fields = {}
   if payload ~= '' then fields = {kind, payload} end
-  if tonumber(j.chunks) == 0 and #finalChunks > 0 then
-    rpush(P .. 'ch:' .. id, finalChunks)
-    fields[#fields + 1] = 'chunks'; fields[#fields + 1] = tostring(#finalChunks)
+  -- A job that streamed nothing has its output as its stream (ochunk): its pieces are cut from
+  -- the output when read (outputPieces), never written a second time as a chunk list.
+  if tonumber(j.chunks) == 0 and pieces > 0 then
+    fields[#fields + 1] = 'ochunk'; fields[#fields + 1] = '1'
+    fields[#fields + 1] = 'chunks'; fields[#fields + 1] = n(pieces)
   end
   redis.call('ZADD', P .. 'wact', now, w)
   if not failed and cost ~= '' and j.key and j.key ~= '' then

@@ -36,22 +36,30 @@ end
 pub('job:' .. j.id)
 return 1`,
 
-  /** ARGV5 endpoint, ARGV6 job. Returns {job JSON, chunk JSON...} and marks the chunks read. */
+  /**
+   * ARGV5 endpoint, ARGV6 job. Returns {job JSON, chunk JSON...} and marks the chunks read. The job
+   * is as it was before this read (its read count included); when its output is its stream
+   * (ochunk) no chunk follows it: the caller cuts them from the output.
+   */
   readStream: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
 local read = tonumber(j.read)
 local chunks = {}
-if tonumber(j.chunks) > read then chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, read, -1) end
+if tonumber(j.chunks) > read then
+  if j.ochunk == '1' then redis.call('HSET', jk(j.id), 'read', j.chunks)
+  else chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, read, -1) end
+end
 if #chunks > 0 then redis.call('HSET', jk(j.id), 'read', n(read + #chunks)) end
 table.insert(chunks, 1, cjson.encode(j))
 return chunks`,
 
-  /** ARGV5 endpoint, ARGV6 job, ARGV7 first chunk index. Returns {job JSON, chunk JSON...}; marks nothing. */
+  /** ARGV5 endpoint, ARGV6 job, ARGV7 first chunk index. Returns {job JSON, chunk JSON...} (none when ochunk, as readStream); marks nothing. */
   readChunks: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
-local chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, tonumber(ARGV[7]), -1)
+local chunks = {}
+if j.ochunk ~= '1' then chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, tonumber(ARGV[7]), -1) end
 table.insert(chunks, 1, cjson.encode(j))
 return chunks`,
 
@@ -72,7 +80,7 @@ if j.status ~= 'FAILED' and j.status ~= 'TIMED_OUT' then return 'conflict:' .. j
 redis.call('DEL', P .. 'ch:' .. j.id)
 -- A stop owed to the earlier run (its timeout) must not cancel the new one.
 if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'stops:' .. j.worker, j.id) end
-drop(j, {'started', 'completed', 'deadline', 'worker', 'output', 'error', 'progress'})
+drop(j, {'started', 'completed', 'deadline', 'worker', 'output', 'error', 'progress', 'ochunk'})
 local seq = n(redis.call('INCR', P .. 'seq'))
 setStatus(j, 'IN_QUEUE', now + tonumber(j.ttl), {'seq', seq, 'queued', n(now), 'losses', '0', 'retries', n(tonumber(j.retries) + 1), 'chunks', '0', 'read', '0'})
 redis.call('ZADD', P .. 'q:' .. j.ep, seq, j.id)

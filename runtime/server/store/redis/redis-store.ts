@@ -1,4 +1,4 @@
-import { splitChunk } from "../../stream-chunks.ts";
+import { outputPieces, splitChunk } from "../../stream-chunks.ts";
 import { RedisClient } from "bun";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
@@ -17,6 +17,17 @@ import { enqueued, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
 
 const SWEEP_BATCH = 500;
+
+/**
+ * A stream read's reply ({job hash JSON, chunk JSON...}) as a StreamRead. A job whose output is its
+ * stream (ochunk) comes with no chunks: its pieces from `from(hash)` on are cut from the output.
+ */
+function streamRead([text, ...chunks]: string[], from: (h: Record<string, string>) => number): StreamRead {
+  const h = JSON.parse(text!) as Record<string, string>;
+  const job = toJob(h);
+  if (h.ochunk === "1") return { job, chunks: outputPieces(job.output, Number(h.chunks), from(h)) };
+  return { job, chunks: chunks.map((c) => JSON.parse(c)) };
+}
 
 /**
  * The store on Redis, for several servers: every change is one Lua script (atomic), all keys
@@ -104,31 +115,21 @@ export class RedisStore implements Store {
 
   async readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null> {
     const r = (await this.#scripts.run("readStream", [now, endpointId, jobId])) as string[] | null;
-    if (!r) return null;
-    const [job, ...chunks] = r;
-    return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
+    return r && streamRead(r, (h) => Number(h.read));
   }
 
   async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
     const r = (await this.#scripts.run("readChunks", [now, endpointId, jobId, from])) as string[] | null;
-    if (!r) return null;
-    const [job, ...chunks] = r;
-    return { job: toJob(JSON.parse(job!)), chunks: chunks.map((c) => JSON.parse(c)) };
+    return r && streamRead(r, () => from);
   }
 
   async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
     const text = payload === undefined ? "" : JSON.stringify(payload);
-    const finalChunks = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text) : [];
-    const r = await this.#finishes.run(now, [
-      workerId,
-      jobId,
-      failed ? "error" : "output",
-      text,
-      JSON.stringify(finalChunks.map((c) => JSON.stringify(c ?? null))),
-      costE10(cost),
-    ]);
+    // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
+    const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
+    const r = await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)]);
     return r ? toJob(JSON.parse(r)) : null;
   }
 

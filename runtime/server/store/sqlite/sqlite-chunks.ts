@@ -1,4 +1,4 @@
-import { splitChunk } from "../../stream-chunks.ts";
+import { outputPieces } from "../../stream-chunks.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
@@ -14,10 +14,7 @@ export function insertChunks(s: SqliteContext, jobId: string, from: number, chun
 /** The job's stream chunks from index `from` on: pieces of its output when that is its stream, else rows. */
 export function chunksOf(s: SqliteContext, row: JobRow, from: number): unknown[] {
   if (from >= row.chunk_count) return [];
-  if (row.output_chunk === 1) {
-    const output: unknown = row.output === null ? null : JSON.parse(row.output);
-    return (row.chunk_count === 1 ? [output] : splitChunk(output)).slice(Math.max(0, from));
-  }
+  if (row.output_chunk === 1) return outputPieces(row.output === null ? null : JSON.parse(row.output), row.chunk_count, from);
   return s.db
     .query<{ data: string }, [string, number]>("SELECT data FROM stream_chunks WHERE job_id = ? AND seq >= ? ORDER BY seq")
     .all(row.id, from)
