@@ -25,8 +25,11 @@ const SWEEP_BATCH = 500;
 function streamRead([text, ...chunks]: string[], from: (h: Record<string, string>) => number): StreamRead {
   const h = JSON.parse(text!) as Record<string, string>;
   const job = toJob(h);
-  if (h.ochunk === "1") return { job, chunks: outputPieces(job.output, Number(h.chunks), from(h)) };
-  return { job, chunks: chunks.map((c) => JSON.parse(c)) };
+  if (h.ochunk !== "1") return { job, chunks: chunks.map((c) => JSON.parse(c)) };
+  // Nothing left to read: the output (parsed when first used) is not touched.
+  const count = Number(h.chunks);
+  const start = from(h);
+  return { job, chunks: start >= count ? [] : outputPieces(job.output, count, start) };
 }
 
 /**
