@@ -68,9 +68,10 @@ end
 
 /**
  * A worker's result: `kind` output or error, `payload` its JSON or '', `pieces` how many stream
- * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or ''. Answers the job as JSON once final, nil
- * when it is not this worker's running job (a repeat, or another worker's), {'error', why} for a
- * bad argument (checked before the first write: Redis does not roll a failed script back).
+ * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or
+ * ''. Answers the job as JSON once final, nil when it is not this worker's running job (a
+ * repeat, or another worker's), {'error', why} for a bad argument (checked before the first
+ * write: Redis does not roll a failed script back).
  */
 const FINISH = `
 local function finish(w, id, kind, payload, pieces, cost)
