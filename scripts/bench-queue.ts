@@ -14,8 +14,9 @@
  *   - Redis store (protocol workers in this process): a throwaway redis-server (AOF on, appendfsync everysec) and the same
  *     scenarios on 1 server and on 2 servers sharing it (workers and submitters spread over both
  *     URLs), then the same jobs through BullMQ on the same redis-server with the same number of
- *     workers and the same concurrency, printed as the ratio Spool/BullMQ; plus an untimed
- *     pass under MONITOR that counts Redis round trips per job for each.
+ *     workers and the same concurrency, printed as the ratio Spool/BullMQ; the payload sizes
+ *     as on the embedded store, with redis-server's CPU per job; plus an untimed pass under
+ *     MONITOR that counts Redis round trips per job for each.
  * Each scenario gets fresh servers on a fresh data dir or Redis key prefix, so the counts in
  * /health are exact. The scenarios live in scripts/bench/queue-*.ts.
  *
@@ -144,6 +145,7 @@ async function main(): Promise<void> {
   const sideBySide: ProcessRun[] = [];
   const backlog: BacklogRun[] = [];
   let payload: PayloadRun[] = [];
+  let redisPayload: PayloadRun[] = [];
   const processShapes = [
     { name: "4x1", label: "4 workers × 1 (Spool job-take)", workers: 4, size: null, concurrency: 1 },
     { name: `4x${BATCH}`, label: `4 workers × ${BATCH} (Spool job-take-batch of ${BATCH})`, workers: 4, size: BATCH, concurrency: BATCH },
@@ -212,6 +214,9 @@ async function main(): Promise<void> {
       onRedis.push(b);
       log(b);
     }
+    console.log("Redis store by payload size:");
+    redisPayload = await payloadRuns(session, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))), true);
+    for (const p of redisPayload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU, ${p.redisCpuUs!.toFixed(0)} µs redis-server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
     const l = await runsyncLatency(session, true);
     lat.push(...l);
     console.log(`  runsync on Redis: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms`);
@@ -245,6 +250,10 @@ async function main(): Promise<void> {
     printThroughput(onRedis, true);
     printRatios(onRedis, shapes, BATCH);
     if (flags.floor) printRedisFloor(onRedis, shapes);
+  }
+  if (redisPayload.length) {
+    console.log("### Redis store by payload size (one client: run -> job-take -> job-done -> status, the same size in input and result)\n");
+    printPayload(redisPayload);
   }
   if (profiles.length) printProfiles(profiles, PROFILE);
   if (lat.length) printLatency(lat);

@@ -10,17 +10,22 @@ export interface PayloadRun {
   jobs: number;
   /** Server CPU per job (run, job-take, job-done and a status read of the result), µs. */
   cpuUs: number;
+  /** On the Redis store: redis-server's CPU per job, µs. */
+  redisCpuUs?: number;
   /** One job's four requests, one after the other, ms. */
   cycle: { p50: number; p99: number };
 }
 
 /**
- * One embedded-store server; per payload size, one client loop submits a job whose input holds
- * `bytes` characters, takes it, posts a result of as many, and reads the result back with
- * /status: how the server's cost grows with the size of what it carries.
+ * One server, on a fresh embedded store or (`redis`) on the session's redis-server under a fresh
+ * key prefix; per payload size, one client loop submits a job whose input holds `bytes`
+ * characters, takes it, posts a result of as many, and reads the result back with /status: how
+ * the server's cost (and redis-server's) grows with the size of what it carries.
  */
-export async function payloadRuns(session: QueueSession, sizes: number[], jobsFor: (bytes: number) => number): Promise<PayloadRun[]> {
-  const server = await session.startServer(session.unique("payload"));
+export async function payloadRuns(session: QueueSession, sizes: number[], jobsFor: (bytes: number) => number, redis = false): Promise<PayloadRun[]> {
+  const name = session.unique(redis ? "payload-redis" : "payload");
+  const server = await session.startServer(name, redis ? { store: `${session.redis!.url}?prefix=${name}` } : {});
+  const redisCpu = () => (redis ? processCpu(session.redis!.proc.pid) : NaN);
   try {
     const c = queueClient(server);
     const stop = new AbortController();
@@ -40,13 +45,15 @@ export async function payloadRuns(session: QueueSession, sizes: number[], jobsFo
       const jobs = jobsFor(bytes);
       const ms: number[] = [];
       const cpu0 = processCpu(server.proc.pid);
+      const redis0 = redisCpu();
       for (let i = 0; i < jobs; i++) {
         const t = performance.now();
         await cycle(input, output);
         ms.push(performance.now() - t);
       }
       const { p50, p99 } = summarize(ms);
-      runs.push({ bytes, jobs, cpuUs: ((processCpu(server.proc.pid) - cpu0) * 1e6) / jobs, cycle: { p50, p99 } });
+      const redisCpuUs = redis ? ((redisCpu() - redis0) * 1e6) / jobs : undefined;
+      runs.push({ bytes, jobs, cpuUs: ((processCpu(server.proc.pid) - cpu0) * 1e6) / jobs, redisCpuUs, cycle: { p50, p99 } });
     }
     return runs;
   } finally {
@@ -56,12 +63,23 @@ export async function payloadRuns(session: QueueSession, sizes: number[], jobsFo
 
 export function printPayload(runs: PayloadRun[]): void {
   const kb = (b: number) => (b >= 1e6 ? `${b / 1e6} MB` : `${b / 1e3} KB`);
+  const onRedis = runs.some((r) => r.redisCpuUs !== undefined);
+  const head = ["input and result", "jobs", "server CPU µs/job", "server CPU µs per KB carried", ...(onRedis ? ["redis-server CPU µs/job"] : []), "cycle p50 ms", "cycle p99 ms"];
   printTable(
-    ["input and result", "jobs", "server CPU µs/job", "server CPU µs per KB carried", "cycle p50 ms", "cycle p99 ms"],
-    "lrrrrr",
-    runs.map((r) => [kb(r.bytes), String(r.jobs), `**${r.cpuUs.toFixed(0)}**`, (r.cpuUs / ((2 * r.bytes) / 1000)).toFixed(1), `**${r.cycle.p50.toFixed(2)}**`, r.cycle.p99.toFixed(2)]),
+    head,
+    onRedis ? "lrrrrrr" : "lrrrrr",
+    runs.map((r) => [
+      kb(r.bytes),
+      String(r.jobs),
+      `**${r.cpuUs.toFixed(0)}**`,
+      (r.cpuUs / ((2 * r.bytes) / 1000)).toFixed(1),
+      ...(onRedis ? [`**${(r.redisCpuUs ?? NaN).toFixed(0)}**`] : []),
+      `**${r.cycle.p50.toFixed(2)}**`,
+      r.cycle.p99.toFixed(2),
+    ]),
   );
   const [lo, hi] = [runs[0]!, runs[runs.length - 1]!];
-  if (runs.length > 1) console.log(`\n${kb(hi.bytes)} against ${kb(lo.bytes)} (×${hi.bytes / lo.bytes} bytes): server CPU per job ×${(hi.cpuUs / lo.cpuUs).toFixed(1)}`);
+  const redisGrowth = onRedis ? `, redis-server CPU per job ×${(hi.redisCpuUs! / lo.redisCpuUs!).toFixed(1)}` : "";
+  if (runs.length > 1) console.log(`\n${kb(hi.bytes)} against ${kb(lo.bytes)} (×${hi.bytes / lo.bytes} bytes): server CPU per job ×${(hi.cpuUs / lo.cpuUs).toFixed(1)}${redisGrowth}`);
   console.log("");
 }
