@@ -164,3 +164,20 @@ test("redis: an output that is the job's stream is kept once, in the job, and re
     await s.close();
   }
 });
+
+test("redis: a webhook call recorded before inputs and outputs were kept apart is still delivered with its whole job", async () => {
+  const p = prefix();
+  const s = await connect(p);
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    // As the store of the version before wrote it: the job's whole hash as one JSON text.
+    const job = { id: "old", ep: "ep", status: "COMPLETED", input: '{"id":"old"}', output: '{"done":true}', policy: JSON.stringify(policy), timeout: "60000", ttl: "86400000", low: "0", sync: "0", created: String(T0), queued: String(T0), expires: String(T0 + 60_000), losses: "0", retries: "0" };
+    await raw.send("HSET", [`${p}dl:old:1`, "url", "http://x/h", "job", JSON.stringify(job), "attempts", "2"]);
+    await raw.send("ZADD", [`${p}dl`, String(T0), "old:1"]);
+    const [d] = await s.takeDueDeliveries(T0, 1_000, 10);
+    expect(d).toMatchObject({ id: "old:1", url: "http://x/h", attempts: 2, job: { id: "old", status: "COMPLETED", input: { id: "old" }, output: { done: true } } });
+  } finally {
+    raw.close();
+    await s.close();
+  }
+});

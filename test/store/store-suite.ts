@@ -42,6 +42,19 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.claim("ep", "w", 1, T0))[0]?.input).toEqual(long);
     }));
 
+    test("a long output comes back whole from finish, get, stream reads, the job list and a webhook's job", withStore(async (s) => {
+      const long = { image: "b".repeat(100_000), nested: { list: [1, "two", null], text: "é😀\n\"\u0000" } };
+      await s.enqueue(newJob("out", { webhook: "http://x/h" }), T0);
+      await s.claim("ep", "w", 1, T0);
+      expect((await s.finish("w", "out", { output: long }, true, T0 + 1))?.output).toEqual(long);
+      expect((await s.get("ep", "out", T0 + 1))?.output).toEqual(long);
+      expect((await s.readChunks("ep", "out", 0, T0 + 1))?.chunks).toEqual([long]);
+      expect(await s.readStream("ep", "out", T0 + 1)).toMatchObject({ job: { output: long, input: { id: "out" } }, chunks: [long] });
+      expect((await s.recent("ep", T0 + 1, 10)).jobs.map((j) => [j.id, j.input, j.output])).toEqual([["out", { id: "out" }, long]]);
+      const delivery = (await s.takeDueDeliveries(T0 + 1, 1_000, 10)).find((d) => d.job.id === "out");
+      expect([delivery?.job.status, delivery?.job.output, delivery?.job.input]).toEqual(["COMPLETED", long, { id: "out" }]);
+    }));
+
     test("a claimed job is the job as stored, with the lifetime set while it waited, changed only by the claim", withStore(async (s) => {
       const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
       const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } });

@@ -1,11 +1,10 @@
 import { QueueFullError, type NewJob, type StoredJob } from "../store.ts";
 
-/** The job's hash fields (strings), as a JSON object, as the enqueue script takes them. */
+/** The job's hash fields (strings) but its input, as a JSON object, as the enqueue script takes them (the input goes apart). */
 export function jobFields(job: NewJob): string {
   const fields: Record<string, string> = {
     id: job.id,
     ep: job.endpointId,
-    input: JSON.stringify(job.input),
     policy: JSON.stringify(job.policy),
     timeout: String(job.policy.executionTimeout),
     ttl: String(job.policy.ttl),

@@ -13,6 +13,20 @@ const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined 
 const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
 const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
 
+/** A job as a script answers it (reply() in redis-lua-prelude.ts): its other fields as JSON, then its input and output as stored. */
+export type JobReply = [fields: string, input: string | null, output: string | null];
+
+/** The job's hash fields (all strings) from a script's answer. */
+export function replyFields([fields, input, output]: JobReply): Record<string, string> {
+  const h = JSON.parse(fields) as Record<string, string>;
+  if (input !== null) h.input = input;
+  if (output !== null) h.output = output;
+  return h;
+}
+
+/** A script's answer of a job as a StoredJob. */
+export const fromReply = (r: JobReply): StoredJob => toJob(replyFields(r));
+
 /** A job hash (all strings) as a StoredJob; a long input or output is parsed when first used (raw-json.ts). */
 export function toJob(h: Record<string, string>): StoredJob {
   const job: StoredJob = {

@@ -6,7 +6,8 @@
  */
 
 /**
- * One submission: `fields` the job's fields as a JSON object of strings, `maxQueued` the most jobs
+ * One submission: `fields` the job's fields but its input as a JSON object of strings, `input`
+ * its input's JSON (apart, so that a long one is not parsed here), `maxQueued` the most jobs
  * queued to accept one more or '', `w` a worker waiting in job-take on the calling server or ''.
  * Answers the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
  * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
@@ -25,8 +26,9 @@ local function depthOf(ep)
   end
   return d[1]
 end
-local function enqueue(fields, maxQueued, w)
+local function enqueue(fields, input, maxQueued, w)
   local f = cjson.decode(fields)
+  f.input = input
   local taken = w ~= '' and depthOf(f.ep) == 0
   if maxQueued ~= '' and not taken then
     local depth = depthOf(f.ep)
@@ -69,7 +71,7 @@ end
 /**
  * A worker's result: `kind` output or error, `payload` its JSON or '', `pieces` how many stream
  * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or
- * ''. Answers the job as JSON once final, nil when it is not this worker's running job (a
+ * ''. Answers the job (reply()) once final, nil when it is not this worker's running job (a
  * repeat, or another worker's), {'error', why} for a bad argument (checked before the first
  * write: Redis does not roll a failed script back).
  */
@@ -98,13 +100,13 @@ local function finish(w, id, kind, payload, pieces, cost)
     redis.call('HINCRBY', P .. 'usage:cost', uk, cost)
   end
   ended(j, failed and 'FAILED' or 'COMPLETED', fields)
-  return cjson.encode(j)
+  return reply(j)
 end
 `;
 
 /**
  * A worker's take of up to `max` jobs of an endpoint, popped from the queue's head (expired or
- * stale entries popped are the sweep's). Answers the jobs as JSON, oldest first (none: empty).
+ * stale entries popped are the sweep's). Answers the jobs (reply()), oldest first (none: empty).
  */
 const CLAIM = `
 local function claim(ep, w, max)
@@ -123,7 +125,7 @@ local function claim(ep, w, max)
         redis.call('ZADD', P .. 'run', deadline, j.id)
         redis.call('SADD', P .. 'wjobs:' .. w, j.id)
         pub('job:' .. j.id)
-        out[#out + 1] = cjson.encode(j)
+        out[#out + 1] = reply(j)
       end
     end
   end
@@ -155,7 +157,7 @@ return out`,
   };
 }
 
-const enqueue = oneAndBatch(ENQUEUE, "enqueue", 3);
+const enqueue = oneAndBatch(ENQUEUE, "enqueue", 4);
 const finish = oneAndBatch(FINISH, "finish", 6);
 const claim = oneAndBatch(CLAIM, "claim", 3);
 

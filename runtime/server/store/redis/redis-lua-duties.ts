@@ -55,7 +55,7 @@ end
 return cjson.encode({queued = queued, queuedLowPriority = low, oldestQueuedAt = oldest,
   inProgress = redis.call('ZCOUNT', st(ep, 'IN_PROGRESS'), '(' .. n(now), '+inf'), workers = workers})`,
 
-  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest), ARGV8 status or ''. Returns job JSONs, newest first. */
+  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest), ARGV8 status or ''. Returns jobs, newest first. */
   recent: `
 local max = ARGV[7] == '' and '+inf' or ('(' .. ARGV[7])
 local out, want = {}, tonumber(ARGV[6])
@@ -64,7 +64,7 @@ while #out < want do
   if #ids == 0 then break end
   for i = 1, #ids, 2 do
     local j = job(ids[i])
-    if live(j) and #out < want and (ARGV[8] == '' or j.status == ARGV[8]) then table.insert(out, cjson.encode(j)) end
+    if live(j) and #out < want and (ARGV[8] == '' or j.status == ARGV[8]) then table.insert(out, reply(j)) end
     max = '(' .. ids[i + 1]
   end
 end
@@ -200,14 +200,18 @@ if ids > 0 then
 end
 return {tokens, slots, retry}`,
 
-  /** ARGV5 lease ms, ARGV6 limit. Returns [id, url, job, attempts] per due call, leased. */
+  /**
+   * ARGV5 lease ms, ARGV6 limit. Returns {id, url, attempts, job as reply() gives it (its other
+   * fields as JSON, input, output)} per due call, leased. (A call recorded before the input and
+   * output were kept apart has them in its job's JSON, and false beside it.)
+   */
   takeDue: `
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dl', '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))) do
-  local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts')
+  local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts', 'input', 'output')
   if h[1] then
     redis.call('ZADD', P .. 'dl', now + tonumber(ARGV[5]), id)
-    table.insert(out, cjson.encode({id = id, url = h[1], job = h[2], attempts = tonumber(h[3])}))
+    table.insert(out, {id, h[1], h[3], {h[2], h[4], h[5]}})
   else
     redis.call('ZREM', P .. 'dl', id) -- its call was finished by another holder
   end

@@ -37,7 +37,7 @@ pub('job:' .. j.id)
 return 1`,
 
   /**
-   * ARGV5 endpoint, ARGV6 job. Returns {job JSON, chunk JSON...} and marks the chunks read. The job
+   * ARGV5 endpoint, ARGV6 job. Returns {job, chunk JSON...} and marks the chunks read. The job
    * is as it was before this read (its read count included); when its output is its stream
    * (ochunk) no chunk follows it: the caller cuts them from the output.
    */
@@ -51,28 +51,28 @@ if tonumber(j.chunks) > read then
   else chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, read, -1) end
 end
 if #chunks > 0 then redis.call('HSET', jk(j.id), 'read', n(read + #chunks)) end
-table.insert(chunks, 1, cjson.encode(j))
+table.insert(chunks, 1, reply(j))
 return chunks`,
 
-  /** ARGV5 endpoint, ARGV6 job, ARGV7 first chunk index. Returns {job JSON, chunk JSON...} (none when ochunk, as readStream); marks nothing. */
+  /** ARGV5 endpoint, ARGV6 job, ARGV7 first chunk index. Returns {job, chunk JSON...} (none when ochunk, as readStream); marks nothing. */
   readChunks: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
 local chunks = {}
 if j.ochunk ~= '1' then chunks = redis.call('LRANGE', P .. 'ch:' .. j.id, tonumber(ARGV[7]), -1) end
-table.insert(chunks, 1, cjson.encode(j))
+table.insert(chunks, 1, reply(j))
 return chunks`,
 
-  /** ARGV5 endpoint, ARGV6 job. Returns {1 if this call cancelled it, else 0; job JSON}, or nil. */
+  /** ARGV5 endpoint, ARGV6 job. Returns {1 if this call cancelled it, else 0; job}, or nil. */
   cancel: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return nil end
-if j.status ~= 'IN_QUEUE' and j.status ~= 'IN_PROGRESS' then return {0, cjson.encode(j)} end
+if j.status ~= 'IN_QUEUE' and j.status ~= 'IN_PROGRESS' then return {0, reply(j)} end
 if j.status == 'IN_QUEUE' then redis.call('ZREM', P .. 'q:' .. j.ep, j.id) else unrun(j); stop(j) end
 ended(j, 'CANCELLED')
-return {1, cjson.encode(j)}`,
+return {1, reply(j)}`,
 
-  /** ARGV5 endpoint, ARGV6 job. Returns job JSON, 'not-found' or 'conflict:<status>'. */
+  /** ARGV5 endpoint, ARGV6 job. Returns the job, 'not-found' or 'conflict:<status>'. */
   retry: `
 local j = job(ARGV[6])
 if not live(j, ARGV[5]) then return 'not-found' end
@@ -86,7 +86,7 @@ setStatus(j, 'IN_QUEUE', now + tonumber(j.ttl), {'seq', seq, 'queued', n(now), '
 redis.call('ZADD', P .. 'q:' .. j.ep, seq, j.id)
 redis.call('HINCRBY', P .. 'ctr:' .. j.ep, 'retried', 1)
 pub('queue:' .. j.ep); pub('job:' .. j.id)
-return cjson.encode(j)`,
+return reply(j)`,
 
   /** ARGV5 endpoint. */
   purge: `
@@ -112,7 +112,7 @@ redis.call('ZADD', P .. 'exp', e, j.id)
 redis.call('ZADD', st(j.ep, j.status), e, j.id)
 if j.low == '1' and j.status == 'IN_QUEUE' then redis.call('ZADD', st(j.ep, 'LOW'), e, j.id) end
 j.expires = n(e)
-return cjson.encode(j)`,
+return reply(j)`,
 
   /**
    * ARGV5 endpoint, ARGV6 job. How many live queued jobs of the endpoint are taken before it, or

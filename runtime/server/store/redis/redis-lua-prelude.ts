@@ -15,6 +15,16 @@ local function job(id)
   for i = 1, #h, 2 do t[h[i]] = h[i + 1] end
   return t
 end
+-- A job as a script answers it: {its other fields as JSON, its input, its output (false when
+-- none)}. The input and output go as they are stored: long texts are never escaped into JSON
+-- again here nor taken apart twice by the caller (see jobReply in redis-job-codec.ts).
+local function reply(j)
+  local input, output = j.input, j.output
+  j.input = nil; j.output = nil
+  local fields = cjson.encode(j)
+  j.input = input; j.output = output
+  return {fields, input or false, output or false}
+end
 local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end
 -- Topics are collected, each once, and published when the script ends (one message, a JSON array when several).
 local topics, topicSeen = {}, {}
@@ -55,7 +65,12 @@ local function retention(j) if j.sync == '1' then return tonumber(ARGV[2]) end r
 local function owe(j)
   if j.webhook and j.webhook ~= '' then
     local d = j.id .. ':' .. redis.call('INCR', P .. 'dlseq')
-    redis.call('HSET', P .. 'dl:' .. d, 'url', j.webhook, 'job', cjson.encode(j), 'attempts', 0)
+    -- The job as reply() gives it: its input and output kept as they are, not escaped into JSON.
+    local r = reply(j)
+    local f = {'url', j.webhook, 'job', r[1], 'attempts', 0}
+    if r[2] then f[#f + 1] = 'input'; f[#f + 1] = r[2] end
+    if r[3] then f[#f + 1] = 'output'; f[#f + 1] = r[3] end
+    redis.call('HSET', P .. 'dl:' .. d, unpack(f))
     redis.call('ZADD', P .. 'dl', now, d)
     pub('webhooks')
   end

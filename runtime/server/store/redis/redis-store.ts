@@ -11,7 +11,7 @@ import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
 import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
-import { costE10, toJob } from "./redis-job-codec.ts";
+import { costE10, fromReply, replyFields, toJob, type JobReply } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
 import { enqueued, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
@@ -19,17 +19,17 @@ import { ScriptBatch } from "./redis-script-batch.ts";
 const SWEEP_BATCH = 500;
 
 /**
- * A stream read's reply ({job hash JSON, chunk JSON...}) as a StreamRead. A job whose output is its
+ * A stream read's reply ({job, chunk JSON...}) as a StreamRead. A job whose output is its
  * stream (ochunk) comes with no chunks: its pieces from `from(hash)` on are cut from the output.
  */
-function streamRead([text, ...chunks]: string[], from: (h: Record<string, string>) => number): StreamRead {
-  const h = JSON.parse(text!) as Record<string, string>;
-  const job = toJob(h);
-  if (h.ochunk !== "1") return { job, chunks: chunks.map((c) => JSON.parse(c)) };
+function streamRead([job, ...chunks]: [JobReply, ...string[]], from: (h: Record<string, string>) => number): StreamRead {
+  const h = replyFields(job);
+  const ended = toJob(h);
+  if (h.ochunk !== "1") return { job: ended, chunks: chunks.map((c) => JSON.parse(c)) };
   // Nothing left to read: the output (parsed when first used) is not touched.
   const count = Number(h.chunks);
   const start = from(h);
-  return { job, chunks: start >= count ? [] : outputPieces(job.output, count, start) };
+  return { job: ended, chunks: start >= count ? [] : outputPieces(ended.output, count, start) };
 }
 
 /**
@@ -84,7 +84,7 @@ export class RedisStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
-    const reply = await this.#enqueues.run(now, [jobFields(job), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
+    const reply = await this.#enqueues.run(now, [jobFields(job), JSON.stringify(job.input), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
     return enqueued(job, now, handTo, reply);
   }
 
@@ -94,13 +94,13 @@ export class RedisStore implements Store {
   }
 
   async setExpiry(endpointId: string, jobId: string, expiresAt: number, now: number): Promise<StoredJob | null> {
-    const r = await this.#scripts.run("setExpiry", [now, endpointId, jobId, expiresAt]);
-    return r ? toJob(JSON.parse(r)) : null;
+    const r = (await this.#scripts.run("setExpiry", [now, endpointId, jobId, expiresAt])) as JobReply | null;
+    return r ? fromReply(r) : null;
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
-    const rows = (await this.#claims.run(now, [endpointId, workerId, String(max)])) as string[];
-    return rows.map((r) => toJob(JSON.parse(r)));
+    const rows = (await this.#claims.run(now, [endpointId, workerId, String(max)])) as JobReply[];
+    return rows.map(fromReply);
   }
 
   async returnJobs(workerId: string, jobIds: string[], now: number): Promise<void> {
@@ -117,12 +117,12 @@ export class RedisStore implements Store {
   }
 
   async readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null> {
-    const r = (await this.#scripts.run("readStream", [now, endpointId, jobId])) as string[] | null;
+    const r = (await this.#scripts.run("readStream", [now, endpointId, jobId])) as [JobReply, ...string[]] | null;
     return r && streamRead(r, (h) => Number(h.read));
   }
 
   async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
-    const r = (await this.#scripts.run("readChunks", [now, endpointId, jobId, from])) as string[] | null;
+    const r = (await this.#scripts.run("readChunks", [now, endpointId, jobId, from])) as [JobReply, ...string[]] | null;
     return r && streamRead(r, () => from);
   }
 
@@ -132,20 +132,20 @@ export class RedisStore implements Store {
     const text = payload === undefined ? "" : JSON.stringify(payload);
     // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
-    const r = await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)]);
-    return r ? toJob(JSON.parse(r)) : null;
+    const r = (await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)])) as JobReply | null;
+    return r ? fromReply(r) : null;
   }
 
   async cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null> {
-    const r = (await this.#scripts.run("cancel", [now, endpointId, jobId])) as [number, string] | null;
-    return r ? { job: toJob(JSON.parse(r[1])), cancelled: r[0] === 1 } : null;
+    const r = (await this.#scripts.run("cancel", [now, endpointId, jobId])) as [number, JobReply] | null;
+    return r ? { job: fromReply(r[1]), cancelled: r[0] === 1 } : null;
   }
 
   async retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome> {
-    const r = (await this.#scripts.run("retry", [now, endpointId, jobId])) as string;
+    const r = (await this.#scripts.run("retry", [now, endpointId, jobId])) as string | JobReply;
     if (r === "not-found") return { kind: "not-found" };
-    if (r.startsWith("conflict:")) return { kind: "conflict", status: r.slice("conflict:".length) as JobStatus };
-    return { kind: "retried", job: toJob(JSON.parse(r)) };
+    if (typeof r === "string") return { kind: "conflict", status: r.slice("conflict:".length) as JobStatus };
+    return { kind: "retried", job: fromReply(r) };
   }
 
   /** How many queued jobs of the endpoint are taken before this one; null unless it is queued. O(log n). */
@@ -171,7 +171,7 @@ export class RedisStore implements Store {
   }
 
   async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
-    const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as string[]).map((r) => JSON.parse(r));
+    const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as JobReply[]).map(replyFields);
     const page = rows.slice(0, limit);
     return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
   }
@@ -230,11 +230,8 @@ export class RedisStore implements Store {
   }
 
   async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {
-    const rows = (await this.#scripts.run("takeDue", [now, leaseMs, limit])) as string[];
-    return rows.map((r) => {
-      const d = JSON.parse(r);
-      return { id: d.id, url: d.url, job: toJob(JSON.parse(d.job)), attempts: d.attempts };
-    });
+    const rows = (await this.#scripts.run("takeDue", [now, leaseMs, limit])) as [string, string, string, JobReply][];
+    return rows.map(([id, url, attempts, job]) => ({ id, url, job: fromReply(job), attempts: Number(attempts) }));
   }
 
   async deliveryDone(id: string): Promise<void> {
