@@ -203,7 +203,7 @@ return {tokens, slots, retry}`,
   /**
    * ARGV5 lease ms, ARGV6 limit. Returns {id, url, attempts, job as reply() gives it (its other
    * fields as JSON, input, output)} per due call, leased. (A call recorded before the input and
-   * output were kept apart has them in its job's JSON, and false beside it.)
+   * output were kept apart has them in its job's JSON, and nothing (nil) beside it.)
    */
   takeDue: `
 local out = {}

@@ -17,7 +17,7 @@ local function job(id)
 end
 -- A job as a script answers it: {its other fields as JSON, its input, its output (false when
 -- none)}. The input and output go as they are stored: long texts are never escaped into JSON
--- again here nor taken apart twice by the caller (see jobReply in redis-job-codec.ts).
+-- again here nor taken apart twice by the caller (see replyFields in redis-job-codec.ts).
 local function reply(j)
   local input, output = j.input, j.output
   j.input = nil; j.output = nil
