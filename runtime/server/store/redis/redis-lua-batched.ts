@@ -71,9 +71,9 @@ end
 /**
  * A worker's result: `kind` output or error, `payload` its JSON or '', `pieces` how many stream
  * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or
- * ''. Answers the job (reply()) once final, nil when it is not this worker's running job (a
- * repeat, or another worker's), {'error', why} for a bad argument (checked before the first
- * write: Redis does not roll a failed script back).
+ * ''. Answers the job (reply(), its output left out: it is `payload`) once final, nil when it is
+ * not this worker's running job (a repeat, or another worker's), {'error', why} for a bad
+ * argument (checked before the first write: Redis does not roll a failed script back).
  */
 const FINISH = `
 local function finish(w, id, kind, payload, pieces, cost)
@@ -100,7 +100,8 @@ local function finish(w, id, kind, payload, pieces, cost)
     redis.call('HINCRBY', P .. 'usage:cost', uk, cost)
   end
   ended(j, failed and 'FAILED' or 'COMPLETED', fields)
-  return reply(j)
+  -- The output is the payload the caller sent: it is not sent back.
+  return reply(j, true)
 end
 `;
 

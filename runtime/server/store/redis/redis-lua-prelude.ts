@@ -16,13 +16,15 @@ local function job(id)
   return t
 end
 -- A job as a script answers it: {its other fields as JSON, its input, its output (false when
--- none)}. The input and output go as they are stored: long texts are never escaped into JSON
--- again here nor taken apart twice by the caller (see replyFields in redis-job-codec.ts).
-local function reply(j)
+-- none, or left out when the caller has it)}. The input and output go as they are stored: long
+-- texts are never escaped into JSON again here nor taken apart twice by the caller (see
+-- replyFields in redis-job-codec.ts).
+local function reply(j, outputKnown)
   local input, output = j.input, j.output
   j.input = nil; j.output = nil
   local fields = cjson.encode(j)
   j.input = input; j.output = output
+  if outputKnown then output = nil end
   return {fields, input or false, output or false}
 end
 local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end

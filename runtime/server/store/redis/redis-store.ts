@@ -133,7 +133,11 @@ export class RedisStore implements Store {
     // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
     const r = (await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)])) as JobReply | null;
-    return r ? fromReply(r) : null;
+    if (!r) return null;
+    // The answer leaves out the output, which is the text sent (a result's), as stored.
+    const h = replyFields(r);
+    if (!failed && text !== "") h.output = text;
+    return toJob(h);
   }
 
   async cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null> {
