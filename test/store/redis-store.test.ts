@@ -26,6 +26,19 @@ async function evalshaCalls(): Promise<number> {
   }
 }
 
+/** A store on a fresh key prefix and a plain client to look at its keys, both closed after `body`. */
+async function withRaw(body: (s: RedisStore, raw: Bun.RedisClient, p: string) => Promise<void>): Promise<void> {
+  const p = prefix();
+  const s = await connect(p);
+  const raw = new Bun.RedisClient(await redisUrl());
+  try {
+    await body(s, raw, p);
+  } finally {
+    raw.close();
+    await s.close();
+  }
+}
+
 test("redis: submissions made while one is in flight go to Redis together as one script run, and so do takes and results", async () => {
   const s = await connect();
   try {
@@ -48,11 +61,8 @@ test("redis: submissions made while one is in flight go to Redis together as one
   }
 });
 
-test("redis: a submission that fails in Redis fails alone, the others sent with it land", async () => {
-  const p = prefix();
-  const s = await connect(p);
-  const raw = new Bun.RedisClient(await redisUrl());
-  try {
+test("redis: a submission that fails in Redis fails alone, the others sent with it land", () =>
+  withRaw(async (s, raw, p) => {
     await raw.send("SET", [`${p}list:broken`, "not a sorted set"]); // the broken endpoint's listing cannot be written
     const results = await Promise.allSettled([s.enqueue(newJob("a"), T0), s.enqueue(newJob("x", { endpointId: "broken" }), T0), s.enqueue(newJob("b"), T0)]);
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
@@ -60,16 +70,10 @@ test("redis: a submission that fails in Redis fails alone, the others sent with 
     expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["a", "b"]);
     // Alone it fails the same way.
     expect(String(await s.enqueue(newJob("y", { endpointId: "broken" }), T0).catch((e) => e))).toContain("WRONGTYPE");
-  } finally {
-    raw.close();
-    await s.close();
-  }
-});
+  }));
 
-test("redis: after Redis loses its scripts, submissions still run in the order they were made", async () => {
-  const s = await connect();
-  const raw = new Bun.RedisClient(await redisUrl());
-  try {
+test("redis: after Redis loses its scripts, submissions still run in the order they were made", () =>
+  withRaw(async (s, raw) => {
     await raw.send("SCRIPT", ["FLUSH"]);
     // One submission a turn of the event loop: some go while the first to find its script
     // missing reloads them all, some are sent before that reply and find it missing too.
@@ -81,11 +85,7 @@ test("redis: after Redis loses its scripts, submissions still run in the order t
     }
     await Promise.all(jobs);
     expect((await s.claim("ep", "w", 300, T0)).map((j) => j.id)).toEqual(ids);
-  } finally {
-    raw.close();
-    await s.close();
-  }
-});
+  }));
 
 describe("redis store, several servers on one prefix", () => {
   test("a batch claim on one server announces every job it took to the others", async () => {
@@ -134,11 +134,8 @@ describe("redis store, several servers on one prefix", () => {
   });
 });
 
-test("redis: an output that is the job's stream is kept once, in the job, and read from there in pieces", async () => {
-  const p = prefix();
-  const s = await connect(p);
-  const raw = new Bun.RedisClient(await redisUrl());
-  try {
+test("redis: an output that is the job's stream is kept once, in the job, and read from there in pieces", () =>
+  withRaw(async (s, raw, p) => {
     const big = "y".repeat(2_500_000); // over 1 MB: three pieces
     await s.enqueue(newJob("big"), T0);
     await s.claim("ep", "w", 1, T0);
@@ -159,25 +156,14 @@ test("redis: an output that is the job's stream is kept once, in the job, and re
     await s.finish("w", "streamed", { output: ["a"] }, true, T0 + 1);
     expect(await raw.send("LRANGE", [`${p}ch:streamed`, "0", "-1"])).toEqual(['"a"']);
     expect((await s.readChunks("ep", "streamed", 0, T0 + 1))!.chunks).toEqual(["a"]);
-  } finally {
-    raw.close();
-    await s.close();
-  }
-});
+  }));
 
-test("redis: a webhook call recorded before inputs and outputs were kept apart is still delivered with its whole job", async () => {
-  const p = prefix();
-  const s = await connect(p);
-  const raw = new Bun.RedisClient(await redisUrl());
-  try {
+test("redis: a webhook call recorded before inputs and outputs were kept apart is still delivered with its whole job", () =>
+  withRaw(async (s, raw, p) => {
     // As the store of the version before wrote it: the job's whole hash as one JSON text.
     const job = { id: "old", ep: "ep", status: "COMPLETED", input: '{"id":"old"}', output: '{"done":true}', policy: JSON.stringify(policy), timeout: "60000", ttl: "86400000", low: "0", sync: "0", created: String(T0), queued: String(T0), expires: String(T0 + 60_000), losses: "0", retries: "0" };
     await raw.send("HSET", [`${p}dl:old:1`, "url", "http://x/h", "job", JSON.stringify(job), "attempts", "2"]);
     await raw.send("ZADD", [`${p}dl`, String(T0), "old:1"]);
     const [d] = await s.takeDueDeliveries(T0, 1_000, 10);
     expect(d).toMatchObject({ id: "old:1", url: "http://x/h", attempts: 2, job: { id: "old", status: "COMPLETED", input: { id: "old" }, output: { done: true } } });
-  } finally {
-    raw.close();
-    await s.close();
-  }
-});
+  }));
