@@ -31,7 +31,8 @@
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
  * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
  * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
- * command a step, no script) beside Spool's Redis store and BullMQ, for each shape.
+ * command a step, no script) beside Spool's Redis store and BullMQ, for each shape, on one
+ * server and on two sharing the queue (the least two servers cost against one here).
  * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run beside BullMQ's
  * worker processes (the Redis-store runs time `--jobs` after 1000 untimed): on a machine that runs
  * 10,000 jobs a second, 5,000 timed after 2,000 untimed measured the server's JIT compilation as
@@ -132,7 +133,7 @@ async function main(): Promise<void> {
   let redisInfo = "";
   const profiles: Parameters<typeof printProfiles>[0] = [];
   const log = (r: Throughput) => {
-    const where = r.system === "Spool" ? `, ${r.servers} server${r.servers > 1 ? "s" : ""}` : "";
+    const where = r.system !== "BullMQ" ? `, ${r.servers} server${r.servers > 1 ? "s" : ""}` : "";
     console.log(`  ${r.system}${where}, ${r.label}: ${f1(rate(r))} jobs/s`);
   };
 
@@ -202,9 +203,9 @@ async function main(): Promise<void> {
         onRedis.push(r);
         log(r);
       }
-      if (flags.floor) {
+      for (const servers of flags.floor ? [1, 2] : []) {
         await redis.client.send("FLUSHALL", []);
-        const r = await spoolThroughput(session, { ...sh, name: `${sh.name}-floor`, shape: sh.name, servers: 1, redis: true, floor: true });
+        const r = await spoolThroughput(session, { ...sh, name: `${sh.name}-floor-s${servers}`, shape: sh.name, servers, redis: true, floor: true });
         onRedis.push(r);
         log(r);
       }

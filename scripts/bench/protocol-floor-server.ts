@@ -10,10 +10,15 @@
  * Its queue is in memory, or with `--store <redis url>[?prefix=P]` in Redis, one command a step
  * and no script: a submission is an LPUSH (or, to a take waiting on this server, a SET of the job
  * as taken), a take an RPOP of up to the batch size, a result a SET. That is the least a server
- * on Redis writes for each of the protocol's three requests (one server only: the counts in
- * /health are its own).
+ * on Redis writes for each of the protocol's three requests. The counts in /health are the
+ * server's own, but for the queue's depth.
  *
- *   bun scripts/bench/protocol-floor-server.ts [--store redis://host:port?prefix=P]
+ * With `&shared=1` in the store URL several floor servers share one queue: nothing is handed
+ * over in memory (a submission is always an LPUSH), and a take that finds the queue empty waits
+ * in a BRPOP of its own connection, so a job pushed through any server reaches it (then an RPOP
+ * of the rest of its batch).
+ *
+ *   bun scripts/bench/protocol-floor-server.ts [--store redis://host:port?prefix=P[&shared=1]]
  */
 import { RedisClient } from "bun";
 
@@ -28,6 +33,8 @@ interface FloorQueue {
   take(n: number): Promise<string[]> | string[];
   done(id: string, result: string): Promise<void> | void;
   depth(): Promise<number> | number;
+  /** Shared queues only: waits up to `seconds` for a job pushed through any server, then takes up to n. */
+  wait?(n: number, seconds: number): Promise<string[]>;
 }
 
 function memoryQueue(): FloorQueue {
@@ -53,10 +60,25 @@ function memoryQueue(): FloorQueue {
 function redisQueue(url: string): FloorQueue {
   const u = new URL(url);
   const prefix = u.searchParams.get("prefix") ?? "floor";
+  const shared = u.searchParams.get("shared") === "1";
   u.search = "";
   const client = new RedisClient(u.href);
   const q = `{${prefix}}:q`;
+  /** Connections for blocked takes (a BRPOP holds its connection until it is answered). */
+  const idle: RedisClient[] = [];
+  const wait = async (n: number, seconds: number): Promise<string[]> => {
+    const c = idle.pop() ?? new RedisClient(u.href);
+    try {
+      const got = (await c.send("BRPOP", [q, String(seconds)])) as [string, string] | null;
+      if (!got) return [];
+      const rest = n > 1 ? (((await c.send("RPOP", [q, String(n - 1)])) as string[] | null) ?? []) : [];
+      return [got[1], ...rest];
+    } finally {
+      idle.push(c);
+    }
+  };
   return {
+    ...(shared ? { wait } : {}),
     push: async (job) => void (await client.send("LPUSH", [q, JSON.stringify(job)])),
     hand: async (job) => void (await client.send("SET", [`{${prefix}}:run:${job.id}`, JSON.stringify(job)])),
     take: async (n) => ((await client.send("RPOP", [q, String(n)])) as string[] | null) ?? [],
@@ -73,6 +95,8 @@ const parked: { resolve: (jobs: string[] | null) => void }[] = [];
 /** Submissions written so far: a take that found none looks again if one was written meanwhile. */
 let pushed = 0;
 let seq = 0;
+/** Tells this server's job ids from another's on a shared queue. */
+const tag = Math.random().toString(36).slice(2, 8);
 let completed = 0;
 let inProgress = 0;
 const json = (text: string) => new Response(text, { headers: { "content-type": "application/json" } });
@@ -87,6 +111,11 @@ async function take(n: number): Promise<string[]> {
       return jobs;
     }
     if (pushed !== before) continue;
+    if (store.wait) {
+      const waited = await store.wait(n, 20);
+      inProgress += waited.length;
+      return waited;
+    }
     const handed = await new Promise<string[] | null>((resolve) => {
       const taker = { resolve };
       parked.push(taker);
@@ -110,7 +139,7 @@ const server = Bun.serve({
     const [, , , op, , jobId] = url.pathname.split("/"); // /v2/<endpoint>/<op>/<worker>/<job>
     if (op === "run") {
       const body = (await req.json()) as { input: unknown };
-      const job = { id: `floor-${++seq}`, input: body.input };
+      const job = { id: `floor-${tag}-${++seq}`, input: body.input };
       const taker = parked.shift();
       if (taker) {
         await store.hand(job);

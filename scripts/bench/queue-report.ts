@@ -53,16 +53,23 @@ export function printRatios(onRedis: Throughput[], shapes: readonly QueueShape[]
 
 /**
  * The protocol floor on the same Redis (--floor): its rate against BullMQ's, and Spool's (1
- * server) against the floor's, with each one's CPU per job in the server and in redis-server.
+ * server) against the floor's, with each one's CPU per job in the server and in redis-server;
+ * then two floor servers sharing the queue against one, beside Spool's two servers against one.
  */
 export function printRedisFloor(onRedis: Throughput[], shapes: readonly QueueShape[]): void {
+  const pick = (system: string, sh: QueueShape, servers = 1) => onRedis.find((r) => r.system === system && r.shape === sh.name && r.servers === servers)!;
   const rows = shapes.map((sh) => {
-    const pick = (system: string) => onRedis.find((r) => r.system === system && r.shape === sh.name && r.servers <= 1)!;
-    const [b, s, f] = [pick("BullMQ"), pick("Spool"), pick("protocol floor")];
+    const [b, s, f] = [pick("BullMQ", sh, 0), pick("Spool", sh), pick("protocol floor", sh)];
     return [sh.label, f1(rate(f)), `**${f2(rate(f) / rate(b))}**`, `**${f2(rate(s) / rate(f))}**`, perJob(f, f.serverCpuS), perJob(s, s.serverCpuS), perJob(f, f.redisCpuS), perJob(s, s.redisCpuS), perJob(b, b.redisCpuS)];
   });
   const head = ["workers × concurrency", "floor jobs/s", "floor/BullMQ", "Spool (1 server)/floor", "floor server CPU µs/job", "Spool server CPU µs/job", "redis-server CPU µs/job, floor", "Spool", "BullMQ"];
   printTable(head, "lrrrrrrrr", rows);
+  console.log("");
+  const two = shapes.map((sh) => {
+    const [f1s, f2s, s1, s2] = [pick("protocol floor", sh), pick("protocol floor", sh, 2), pick("Spool", sh), pick("Spool", sh, 2)];
+    return [sh.label, f1(rate(f1s)), f1(rate(f2s)), `**${f2(rate(f2s) / rate(f1s))}**`, perJob(f2s, f2s.serverCpuS), `**${f2(rate(s2) / rate(s1))}**`];
+  });
+  printTable(["workers × concurrency", "1 floor server jobs/s", "2 floor servers jobs/s", "2 floors ÷ 1", "2 floors' server CPU µs/job", "Spool: 2 servers ÷ 1"], "lrrrrr", two);
   console.log("");
 }
 

@@ -28,7 +28,9 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
   const jobs = s.jobs ?? session.settings.jobs;
   const servers: SpoolProcess[] = [];
   try {
-    const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}` : undefined;
+    // Floor servers share a queue only when told to (see protocol-floor-server.ts).
+    const shared = s.floor && s.servers > 1 ? "&shared=1" : "";
+    const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}${shared}` : undefined;
     // One at a time: the first creates the store's API key, the others are handed it.
     for (let i = 0; i < s.servers; i++) {
       const as = s.floor ? { script: FLOOR_SCRIPT, key: "floor" } : { key: servers[0]?.key };
@@ -52,7 +54,15 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     await workersDone;
 
     // Asked of the last server: on Redis, any server answers for jobs taken through another.
+    // Floor servers count only their own jobs: their counts are added up.
     const h = await clients[clients.length - 1]!.health();
+    if (s.floor) {
+      for (const c of clients.slice(0, -1)) {
+        const o = await c.health();
+        h.jobs.completed += o.jobs.completed;
+        h.jobs.inProgress += o.jobs.inProgress;
+      }
+    }
     if (h.jobs.completed !== warm + jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
       throw new Error(`${s.label}: expected ${warm + jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
