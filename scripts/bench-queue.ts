@@ -33,11 +33,11 @@
  * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
  * command a step, no script) beside Spool's Redis store and BullMQ, for each shape, on one
  * server and on two sharing the queue (the least two servers cost against one here).
- * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run beside BullMQ's
- * worker processes (the Redis-store runs time `--jobs` after 1000 untimed): on a machine that runs
- * 10,000 jobs a second, 5,000 timed after 2,000 untimed measured the server's JIT compilation as
- * much as the queue (20,000 after 10,000 raised Spool's rate with batches by about a quarter,
- * BullMQ's by less than a tenth).
+ * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run, beside BullMQ's
+ * worker processes and on Redis: on a machine that runs 10,000 jobs a second, 5,000 timed after
+ * 2,000 untimed measured the server's JIT compilation as much as the queue (20,000 after 10,000
+ * raised Spool's rate with batches by about a quarter, BullMQ's by less than a tenth; on Redis,
+ * 10,000 untimed rather than 1,000 raised Spool's by about a tenth).
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
@@ -247,7 +247,7 @@ async function main(): Promise<void> {
     printPayload(payload);
   }
   if (onRedis.length) {
-    console.log(`### Redis store vs BullMQ on the same Redis\n`);
+    console.log(`### Redis store vs BullMQ on the same Redis (${JOBS} no-op jobs timed after ${WARM} untimed)\n`);
     printThroughput(onRedis, true);
     printRatios(onRedis, shapes, BATCH);
     if (flags.floor) printRedisFloor(onRedis, shapes);

@@ -18,7 +18,7 @@ export async function bullThroughput(
   const queue = new Queue(name, { connection });
   const ws: Worker[] = [];
   try {
-    const warm = WARM_UP_JOBS;
+    const warm = s.probe ? WARM_UP_JOBS : session.settings.warm;
     const allDone = countdown(warm + jobs);
     for (let i = 0; i < s.workers; i++) {
       const w = new Worker(name, async () => ({ ok: true }), { connection, concurrency: s.concurrency });

@@ -38,7 +38,7 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     }
     const clients = servers.map(queueClient);
     const stop = new AbortController();
-    const warm = WARM_UP_JOBS;
+    const warm = s.probe ? WARM_UP_JOBS : session.settings.warm;
     const allDone = countdown(warm + jobs);
     const workersDone = startWorkers(clients, s.workers, s.size, stop.signal, allDone.tick);
     workersDone.catch(allDone.fail);

@@ -58,7 +58,7 @@ async function readings(session: QueueSession, serverPids: number[]) {
   };
 }
 
-/** Jobs run through a system, untimed, before the timed ones (JIT tiers, connection pools, reservations). */
+/** Jobs run through a system untimed before those counted under MONITOR (JIT tiers, connection pools, reservations); throughput runs take the session's `warm`. */
 export const WARM_UP_JOBS = 1000;
 
 /**
