@@ -31,13 +31,13 @@
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
  * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
  * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
- * command a step, no script) beside Spool's Redis store and BullMQ, for each shape, on one
- * server and on two sharing the queue (the least two servers cost against one here).
+ * command a step, no script) beside Spool's Redis store and BullMQ, for each shape; then one and
+ * two floor servers sharing their queue through Redis (the least a second server costs here).
  * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run, beside BullMQ's
  * worker processes and on Redis: on a machine that runs 10,000 jobs a second, 5,000 timed after
  * 2,000 untimed measured the server's JIT compilation as much as the queue (20,000 after 10,000
  * raised Spool's rate with batches by about a quarter, BullMQ's by less than a tenth; on Redis,
- * 10,000 untimed rather than 1,000 raised Spool's by about a tenth).
+ * 10,000 untimed rather than 1,000 raised Spool's with batches by about a tenth).
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
@@ -203,9 +203,12 @@ async function main(): Promise<void> {
         onRedis.push(r);
         log(r);
       }
-      for (const servers of flags.floor ? [1, 2] : []) {
+      // The floor with its queue of one server (a take waiting on it is handed its job), then one and two servers sharing a queue.
+      const floors = flags.floor ? [{ servers: 1, shared: false }, { servers: 1, shared: true }, { servers: 2, shared: true }] : [];
+      for (const { servers, shared } of floors) {
         await redis.client.send("FLUSHALL", []);
-        const r = await spoolThroughput(session, { ...sh, name: `${sh.name}-floor-s${servers}`, shape: sh.name, servers, redis: true, floor: true });
+        const name = `${sh.name}-floor${shared ? "-shared" : ""}-s${servers}`;
+        const r = await spoolThroughput(session, { ...sh, name, shape: sh.name, servers, redis: true, floor: true, shared });
         onRedis.push(r);
         log(r);
       }

@@ -71,8 +71,10 @@ function redisQueue(url: string): FloorQueue {
     try {
       const got = (await c.send("BRPOP", [q, String(seconds)])) as [string, string] | null;
       if (!got) return [];
-      const rest = n > 1 ? (((await c.send("RPOP", [q, String(n - 1)])) as string[] | null) ?? []) : [];
-      return [got[1], ...rest];
+      if (n === 1) return [got[1]];
+      // The popped job is answered even if the rest of the batch cannot be taken.
+      const rest = (await c.send("RPOP", [q, String(n - 1)]).catch(() => null)) as string[] | null;
+      return [got[1], ...(rest ?? [])];
     } finally {
       idle.push(c);
     }
@@ -90,7 +92,7 @@ function redisQueue(url: string): FloorQueue {
 const at = Bun.argv.indexOf("--store");
 const store: FloorQueue = at > 0 ? redisQueue(Bun.argv[at + 1]!) : memoryQueue();
 
-/** Takes waiting for a job, longest waiting first. */
+/** Takes waiting for a job, longest waiting first (none with a shared queue: those wait in Redis). */
 const parked: { resolve: (jobs: string[] | null) => void }[] = [];
 /** Submissions written so far: a take that found none looks again if one was written meanwhile. */
 let pushed = 0;
@@ -101,7 +103,10 @@ let completed = 0;
 let inProgress = 0;
 const json = (text: string) => new Response(text, { headers: { "content-type": "application/json" } });
 
-/** Up to n jobs, waiting up to 20 s for one (a batch take parked on an empty queue gets the next job alone). */
+/**
+ * Up to n jobs, waiting up to 20 s for one (a batch take parked on an empty queue gets the next
+ * job alone; with a shared queue, the next job and an RPOP of the rest).
+ */
 async function take(n: number): Promise<string[]> {
   for (;;) {
     const before = pushed;

@@ -54,7 +54,8 @@ export function printRatios(onRedis: Throughput[], shapes: readonly QueueShape[]
 /**
  * The protocol floor on the same Redis (--floor): its rate against BullMQ's, and Spool's (1
  * server) against the floor's, with each one's CPU per job in the server and in redis-server;
- * then two floor servers sharing the queue against one, beside Spool's two servers against one.
+ * then two floor servers sharing their queue against one server that shares it the same way
+ * (no hand-off in memory), beside Spool's two servers against one.
  */
 export function printRedisFloor(onRedis: Throughput[], shapes: readonly QueueShape[]): void {
   const pick = (system: string, sh: QueueShape, servers = 1) => onRedis.find((r) => r.system === system && r.shape === sh.name && r.servers === servers)!;
@@ -66,10 +67,11 @@ export function printRedisFloor(onRedis: Throughput[], shapes: readonly QueueSha
   printTable(head, "lrrrrrrrr", rows);
   console.log("");
   const two = shapes.map((sh) => {
-    const [f1s, f2s, s1, s2] = [pick("protocol floor", sh), pick("protocol floor", sh, 2), pick("Spool", sh), pick("Spool", sh, 2)];
-    return [sh.label, f1(rate(f1s)), f1(rate(f2s)), `**${f2(rate(f2s) / rate(f1s))}**`, perJob(f2s, f2s.serverCpuS), `**${f2(rate(s2) / rate(s1))}**`];
+    const [f1s, f2s, s1, s2] = [pick("protocol floor, shared queue", sh), pick("protocol floor, shared queue", sh, 2), pick("Spool", sh), pick("Spool", sh, 2)];
+    return [sh.label, f1(rate(f1s)), f1(rate(f2s)), `**${f2(rate(f2s) / rate(f1s))}**`, perJob(f1s, f1s.serverCpuS), perJob(f2s, f2s.serverCpuS), `**${f2(rate(s2) / rate(s1))}**`];
   });
-  printTable(["workers × concurrency", "1 floor server jobs/s", "2 floor servers jobs/s", "2 floors ÷ 1", "2 floors' server CPU µs/job", "Spool: 2 servers ÷ 1"], "lrrrrr", two);
+  const head2 = ["workers × concurrency", "shared-queue floor, 1 server jobs/s", "2 servers jobs/s", "2 floor servers ÷ 1", "server CPU µs/job, 1 floor server", "2 floor servers", "Spool: 2 servers ÷ 1"];
+  printTable(head2, "lrrrrrr", two);
   console.log("");
 }
 

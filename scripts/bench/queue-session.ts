@@ -13,10 +13,10 @@ export interface QueueSettings {
   /** No-op jobs per throughput run. */
   jobs: number;
   /**
-   * Jobs run through each system untimed before the timed ones (every throughput run): the
-   * servers, the workers and BullMQ's Workers are fresh processes whose JavaScript the
-   * optimising tiers have not compiled yet; a queue runs for days, so the timed window measures
-   * it warmed up.
+   * Jobs run through each system untimed before the timed ones (every throughput run; a MONITOR
+   * pass takes WARM_UP_JOBS): the servers, the workers and BullMQ's Workers are fresh processes
+   * whose JavaScript the optimising tiers have not compiled yet; a queue runs for days, so the
+   * timed window measures it warmed up.
    */
   warm: number;
   /** Submit loops. */

@@ -18,6 +18,8 @@ export interface SpoolScenario {
   redis: boolean;
   /** The protocol floor (see protocol-floor-server.ts) in Spool's place, with the same workers and submitters. */
   floor?: boolean;
+  /** Floor servers that share their queue through Redis (`shared=1`), also when there is one. */
+  shared?: boolean;
   /** @default the session's jobs */
   jobs?: number;
   probe?: Probe;
@@ -29,7 +31,7 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
   const servers: SpoolProcess[] = [];
   try {
     // Floor servers share a queue only when told to (see protocol-floor-server.ts).
-    const shared = s.floor && s.servers > 1 ? "&shared=1" : "";
+    const shared = s.floor && s.shared ? "&shared=1" : "";
     const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}${shared}` : undefined;
     // One at a time: the first creates the store's API key, the others are handed it.
     for (let i = 0; i < s.servers; i++) {
@@ -66,7 +68,7 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     if (h.jobs.completed !== warm + jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
       throw new Error(`${s.label}: expected ${warm + jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
-    return { label: s.label, shape: s.shape ?? s.name, system: s.floor ? "protocol floor" : "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
+    return { label: s.label, shape: s.shape ?? s.name, system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
   } finally {
     await Promise.all(servers.map(session.stopServer));
   }
