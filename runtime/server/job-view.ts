@@ -1,12 +1,12 @@
 import type { JobResponse } from "../protocol/job-response.ts";
 import { rawJson, stringifyWith } from "./store/raw-json.ts";
-import type { StoredJob } from "./store/store.ts";
+import type { EndedJob } from "./store/store.ts";
 
 /**
  * The job response body of the specification. Never includes s3Config, input or webhook.
  * `withOutput: false` leaves out the output (which a large result would have to be parsed for).
  */
-export function jobResponse(job: StoredJob, { withOutput = true } = {}): JobResponse {
+export function jobResponse(job: EndedJob, { withOutput = true } = {}): JobResponse {
   const body: JobResponse = { id: job.id, status: job.status };
   if (job.startedAt !== undefined) body.delayTime = job.startedAt - job.queuedAt;
   if (job.startedAt !== undefined && job.completedAt !== undefined) body.executionTime = job.completedAt - job.startedAt;
@@ -21,7 +21,7 @@ export function jobResponse(job: StoredJob, { withOutput = true } = {}): JobResp
  * The job response as JSON text, `extra` fields added: a large result goes out as the text it
  * was stored as, never parsed and written again (its key then comes last).
  */
-export function jobResponseJson(job: StoredJob, extra?: Partial<JobResponse>): string {
+export function jobResponseJson(job: EndedJob, extra?: Partial<JobResponse>): string {
   const raw = job.status === "COMPLETED" ? rawJson(job, "output") : undefined;
   if (raw === undefined) return JSON.stringify(extra ? { ...jobResponse(job), ...extra } : jobResponse(job));
   return stringifyWith({ ...jobResponse(job, { withOutput: false }), ...extra }, "output", raw);

@@ -158,12 +158,30 @@ test("redis: an output that is the job's stream is kept once, in the job, and re
     expect((await s.readChunks("ep", "streamed", 0, T0 + 1))!.chunks).toEqual(["a"]);
   }));
 
-test("redis: a webhook call recorded before inputs and outputs were kept apart is still delivered with its whole job", () =>
+test("redis: webhook calls recorded by earlier versions are still delivered with their job's status and output", () =>
   withRaw(async (s, raw, p) => {
-    // As the store of the version before wrote it: the job's whole hash as one JSON text.
+    // As the store two versions before wrote it: the job's whole hash as one JSON text.
     const job = { id: "old", ep: "ep", status: "COMPLETED", input: '{"id":"old"}', output: '{"done":true}', policy: JSON.stringify(policy), timeout: "60000", ttl: "86400000", low: "0", sync: "0", created: String(T0), queued: String(T0), expires: String(T0 + 60_000), losses: "0", retries: "0" };
     await raw.send("HSET", [`${p}dl:old:1`, "url", "http://x/h", "job", JSON.stringify(job), "attempts", "2"]);
-    await raw.send("ZADD", [`${p}dl`, String(T0), "old:1"]);
-    const [d] = await s.takeDueDeliveries(T0, 1_000, 10);
-    expect(d).toMatchObject({ id: "old:1", url: "http://x/h", attempts: 2, job: { id: "old", status: "COMPLETED", input: { id: "old" }, output: { done: true } } });
+    // As the version before wrote it: the input and the output beside the other fields.
+    const { input, output, ...fields } = { ...job, id: "apart" };
+    await raw.send("HSET", [`${p}dl:apart:2`, "url", "http://x/h", "job", JSON.stringify(fields), "attempts", "0", "input", input, "output", output]);
+    await raw.send("ZADD", [`${p}dl`, String(T0), "old:1", String(T0 + 1), "apart:2"]);
+    const [d, e] = await s.takeDueDeliveries(T0 + 1, 1_000, 10);
+    expect(d).toMatchObject({ id: "old:1", url: "http://x/h", attempts: 2, job: { id: "old", status: "COMPLETED", output: { done: true } } });
+    expect(e).toMatchObject({ id: "apart:2", attempts: 0, job: { id: "apart", status: "COMPLETED", output: { done: true } } });
+    expect(e && "input" in e.job).toBe(false);
+  }));
+
+test("redis: a webhook call owed for a job keeps no copy of its input, and its result's answer does not carry it", () =>
+  withRaw(async (s, raw, p) => {
+    const input = { prompt: "i".repeat(1_000_000) };
+    await s.enqueue(newJob("hooked", { input, webhook: "http://x/h" }), T0);
+    await s.claim("ep", "w", 1, T0);
+    const done = await s.finish("w", "hooked", { output: { ok: true } }, false, T0 + 1);
+    expect(done && "input" in done).toBe(false);
+    const [id] = (await raw.send("ZRANGE", [`${p}dl`, "0", "-1"])) as string[];
+    const held = Number(await raw.send("MEMORY", ["USAGE", `${p}dl:${id}`, "SAMPLES", "0"]));
+    expect(held).toBeLessThan(10_000); // the job's other fields and its output; the input is 1 MB
+    expect((await s.get("ep", "hooked", T0 + 1))?.input).toEqual(input); // the job itself keeps it
   }));

@@ -146,3 +146,29 @@ test("sqlite: a long input is kept beside the row, survives a restart, and goes 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("sqlite: a webhook call owed for a job keeps no copy of its input, long or short, whether it ended by a result or a cancel, and a long output goes whole", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const s = SqliteStore.open(dir, { retention: RETENTION });
+    const long = { prompt: "i".repeat(1_000_000) }; // kept apart from its row
+    const output = { image: "o".repeat(10_000), note: "é😀\n\"" };
+    await s.enqueue({ id: "long", endpointId: "ep", input: long, webhook: "http://x/h", policy, sync: false }, T0);
+    await s.enqueue({ id: "short", endpointId: "ep", input: { n: 1 }, webhook: "http://x/h", policy, sync: false }, T0);
+    await s.enqueue({ id: "cancelled", endpointId: "ep", input: long, webhook: "http://x/h", policy, sync: false }, T0);
+    await s.claim("ep", "w", 2, T0);
+    await s.finish("w", "long", { output }, false, T0 + 1);
+    await s.finish("w", "short", { output: 1 }, false, T0 + 1);
+    await s.cancel("ep", "cancelled", T0 + 1);
+    await s.close();
+    const db = new Database(join(dir, "spool.db"));
+    const copies = db.query<{ job_id: string; job: string }, []>("SELECT job_id, job FROM webhook_deliveries ORDER BY job_id").all();
+    db.close();
+    expect(copies.map((c) => c.job_id)).toEqual(["cancelled", "long", "short"]);
+    for (const c of copies) expect("input" in JSON.parse(c.job)).toBe(false);
+    expect(JSON.parse(copies[1]!.job).output).toEqual(output);
+    expect(copies[1]!.job.length).toBeLessThan(20_000); // its other fields and its 10 KB output; the input is 1 MB
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,11 +1,11 @@
-import type { StoredJob } from "../store/store.ts";
+import type { EndedJob, StoredJob } from "../store/store.ts";
 
 /** What happened to a job on this server, for stats, metrics and the dashboard. */
 export type JobEvent =
   | { type: "submitted"; job: StoredJob }
   | { type: "taken"; job: StoredJob; workerId: string }
   /** A final state reached on this server: completed, failed, cancelled, timed out, lost. */
-  | { type: "ended"; job: StoredJob }
+  | { type: "ended"; job: EndedJob }
   | { type: "refused"; endpointId: string; reason: "backpressure" | "rate-limit" }
   /** A FAILED or TIMED_OUT job queued again by /retry (it will end again). */
   | { type: "retried"; job: StoredJob }

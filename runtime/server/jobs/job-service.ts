@@ -6,7 +6,7 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http-error.ts";
 import type { InputSchemas } from "../input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { QueueFullError, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { QueueFullError, type EndedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "../wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -267,7 +267,7 @@ export class JobService {
   }
 
   /** A worker's result; idempotent (a repeated or late post changes nothing). */
-  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, cost?: number): Promise<StoredJob | null> {
+  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, cost?: number): Promise<EndedJob | null> {
     const job = await this.#store.finish(workerId, jobId, result, streamOutput, this.#clock.now(), cost);
     if (job) this.#events.emit({ type: "ended", job });
     return job;

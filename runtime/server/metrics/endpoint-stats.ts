@@ -1,6 +1,6 @@
 import type { Clock } from "../../clock.ts";
 import type { JobEvent, JobEvents } from "../jobs/job-events.ts";
-import type { StoredJob } from "../store/store.ts";
+import type { EndedJob } from "../store/store.ts";
 
 /** Recent figures of one endpoint, from the jobs that ended on this server. */
 export interface EndpointStats {
@@ -70,7 +70,7 @@ function percentiles(maps: Counts[], ps: number[]): (number | null)[] {
   });
 }
 
-const isFailure = (job: StoredJob) => job.status === "FAILED" || job.status === "TIMED_OUT";
+const isFailure = (job: EndedJob) => job.status === "FAILED" || job.status === "TIMED_OUT";
 
 /**
  * Per-endpoint throughput, delay and execution percentiles and a 30-minute series, kept in

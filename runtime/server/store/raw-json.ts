@@ -53,6 +53,25 @@ export function rawJson(obj: object, field: string): string | undefined {
 /** JSON.stringify of `body` with `field` (written last) given as JSON text. */
 export function stringifyWith(body: Record<string, unknown>, field: string, text: string): string {
   const { [field]: _, ...rest } = body;
-  const json = JSON.stringify(rest);
-  return `${json.slice(0, -1)}${json.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;
+  return appendField(JSON.stringify(rest), field, text);
 }
+
+/**
+ * JSON.stringify of `obj` less its field `omit` (never read), a field defined by lazyJson written
+ * as the text it was read from (written last; not parsed for this).
+ */
+export function stringifyWithout(obj: object, omit: string): string {
+  const fields = texts.get(obj);
+  const copy: Record<string, unknown> = {};
+  const raw: [string, string][] = [];
+  for (const k of Object.keys(obj)) {
+    if (k === omit) continue;
+    const text = fields?.get(k)?.();
+    if (text !== undefined) raw.push([k, text]);
+    else copy[k] = (obj as Record<string, unknown>)[k];
+  }
+  return raw.reduce((json, [k, text]) => appendField(json, k, text), JSON.stringify(copy));
+}
+
+/** An object's JSON with one more field, given as JSON text. */
+const appendField = (json: string, field: string, text: string) => `${json.slice(0, -1)}${json.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;

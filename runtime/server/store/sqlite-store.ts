@@ -14,7 +14,7 @@ import { apiKeys } from "./sqlite/sqlite-keys.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite/sqlite-schema.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "./store.ts";
 import { QueueFullError } from "./store.ts";
@@ -180,7 +180,7 @@ export class SqliteStore implements Store {
     streamOutput: boolean,
     now: number,
     cost?: number,
-  ): Promise<StoredJob | null> {
+  ): Promise<EndedJob | null> {
     return this.#tx((announce) => jobTransitions.finish(this.#sql, workerId, jobId, result, streamOutput, now, cost, announce));
   }
 

@@ -34,6 +34,13 @@ export interface StoredJob {
   retries: number;
 }
 
+/**
+ * A job as a result leaves it: all but its input, which nothing reads once the job has ended
+ * (a status answer, a webhook's body and the metrics never carry it). A result's answer and a
+ * webhook call's copy of the job leave it out, so a long input is not read back or stored again.
+ */
+export type EndedJob = Omit<StoredJob, "input">;
+
 export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId">;
 
 export type JobResult = { output: unknown } | { error: unknown };
@@ -103,7 +110,7 @@ export interface ApiKeyRecord {
 export interface WebhookDelivery {
   id: string;
   url: string;
-  job: StoredJob;
+  job: EndedJob;
   /** Attempts made so far. */
   attempts: number;
 }
@@ -197,7 +204,7 @@ export interface Store {
    * output as its stream: splitChunk(output), one chunk unless its JSON is over 1 MB.
    * A completed job's `cost` (US dollars) is added to its key's usage in the same step.
    */
-  finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null>;
+  finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<EndedJob | null>;
   /** Jobs charged and their total cost, per API key and endpoint. */
   usage(): Promise<UsageRow[]>;
   /** Cancels a queued or running job (telling its worker); a finished job is returned unchanged. */

@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import { setJson } from "../raw-json.ts";
-import type { StoredJob } from "../store.ts";
+import type { EndedJob, StoredJob } from "../store.ts";
 
 /** A cost as an integer of 1e-10 dollars for HINCRBY, or "" when there is none or it cannot be one. */
 export function costE10(cost: number | undefined): string {
@@ -27,13 +27,22 @@ export function replyFields([fields, input, output]: JobReply): Record<string, s
 /** A script's answer of a job as a StoredJob. */
 export const fromReply = (r: JobReply): StoredJob => toJob(replyFields(r));
 
+/** A script's answer of an ended job (its input left out) as an EndedJob; an input in it (an old-form webhook call's) is not read. */
+export const endedFromReply = (r: JobReply): EndedJob => toEndedJob(replyFields(r));
+
 /** A job hash (all strings) as a StoredJob; a long input or output is parsed when first used (raw-json.ts). */
 export function toJob(h: Record<string, string>): StoredJob {
-  const job: StoredJob = {
+  const job = toEndedJob(h) as StoredJob;
+  setJson(job, "input", h.input!);
+  return job;
+}
+
+/** A job hash (all strings) but its input, as an EndedJob. */
+export function toEndedJob(h: Record<string, string>): EndedJob {
+  const job: EndedJob = {
     id: h.id!,
     endpointId: h.ep!,
     status: h.status as JobStatus,
-    input: {}, // set below
     webhook: opt(h.webhook),
     policy: JSON.parse(h.policy!),
     s3Config: json(opt(h.s3)),
@@ -53,7 +62,6 @@ export function toJob(h: Record<string, string>): StoredJob {
     losses: Number(h.losses),
     retries: Number(h.retries),
   };
-  setJson(job, "input", h.input!);
   setJson(job, "output", h.output);
   return job;
 }

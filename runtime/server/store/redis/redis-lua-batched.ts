@@ -71,7 +71,7 @@ end
 /**
  * A worker's result: `kind` output or error, `payload` its JSON or '', `pieces` how many stream
  * chunks the output is when it is the job's stream (0: it is not), `cost` in units of 1e-10 or
- * ''. Answers the job (reply(), its output left out: it is `payload`) once final, nil when it is
+ * ''. Answers the ended job (reply(), its output left out: it is `payload`) once final, nil when it is
  * not this worker's running job (a repeat, or another worker's), {'error', why} for a bad
  * argument (checked before the first write: Redis does not roll a failed script back).
  */
@@ -100,8 +100,8 @@ local function finish(w, id, kind, payload, pieces, cost)
     redis.call('HINCRBY', P .. 'usage:cost', uk, cost)
   end
   ended(j, failed and 'FAILED' or 'COMPLETED', fields)
-  -- The output is the payload the caller sent: it is not sent back.
-  return reply(j, true)
+  -- The output is the payload the caller sent: it is not sent back; nor is the input.
+  return reply(j, true, true)
 end
 `;
 

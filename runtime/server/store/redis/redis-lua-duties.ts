@@ -201,17 +201,18 @@ end
 return {tokens, slots, retry}`,
 
   /**
-   * ARGV5 lease ms, ARGV6 limit. Returns {id, url, attempts, job as reply() gives it (its other
-   * fields as JSON, input, output)} per due call, leased. (A call recorded before the input and
-   * output were kept apart has them in its job's JSON, and nothing (nil) beside it.)
+   * ARGV5 lease ms, ARGV6 limit. Returns {id, url, attempts, the ended job as reply() gives it
+   * (its other fields as JSON, no input, its output)} per due call, leased. (A call recorded
+   * before the output was kept apart has it in its job's JSON, and nothing (nil) beside it; one
+   * recorded before the input was left out has an input too, which is not read.)
    */
   takeDue: `
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dl', '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))) do
-  local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts', 'input', 'output')
+  local h = redis.call('HMGET', P .. 'dl:' .. id, 'url', 'job', 'attempts', 'output')
   if h[1] then
     redis.call('ZADD', P .. 'dl', now + tonumber(ARGV[5]), id)
-    table.insert(out, {id, h[1], h[3], {h[2], h[4], h[5]}})
+    table.insert(out, {id, h[1], h[3], {h[2], false, h[4]}})
   else
     redis.call('ZREM', P .. 'dl', id) -- its call was finished by another holder
   end

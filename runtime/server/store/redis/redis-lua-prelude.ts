@@ -18,13 +18,15 @@ end
 -- A job as a script answers it: {its other fields as JSON, its input, its output (false when
 -- none, or left out when the caller has it)}. The input and output go as they are stored: long
 -- texts are never escaped into JSON again here nor taken apart twice by the caller (see
--- replyFields in redis-job-codec.ts).
-local function reply(j, outputKnown)
+-- replyFields in redis-job-codec.ts). An ended job's answer leaves its input out (EndedJob in
+-- store.ts: nothing reads it once the job has ended).
+local function reply(j, outputKnown, ended)
   local input, output = j.input, j.output
   j.input = nil; j.output = nil
   local fields = cjson.encode(j)
   j.input = input; j.output = output
   if outputKnown then output = nil end
+  if ended then input = nil end
   return {fields, input or false, output or false}
 end
 local function live(j, ep) return j ~= nil and (ep == nil or j.ep == ep) and tonumber(j.expires) > now end
@@ -67,10 +69,9 @@ local function retention(j) if j.sync == '1' then return tonumber(ARGV[2]) end r
 local function owe(j)
   if j.webhook and j.webhook ~= '' then
     local d = j.id .. ':' .. redis.call('INCR', P .. 'dlseq')
-    -- The job as reply() gives it: its input and output kept as they are, not escaped into JSON.
-    local r = reply(j)
+    -- The ended job as reply() gives it: its output kept as it is, not escaped into JSON.
+    local r = reply(j, false, true)
     local f = {'url', j.webhook, 'job', r[1], 'attempts', 0}
-    if r[2] then f[#f + 1] = 'input'; f[#f + 1] = r[2] end
     if r[3] then f[#f + 1] = 'output'; f[#f + 1] = r[3] end
     redis.call('HSET', P .. 'dl:' .. d, unpack(f))
     redis.call('ZADD', P .. 'dl', now, d)

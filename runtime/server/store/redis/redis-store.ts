@@ -4,14 +4,14 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
+  Admission, ApiKeyRecord, EndedJob, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
 import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
-import { costE10, fromReply, replyFields, toJob, type JobReply } from "./redis-job-codec.ts";
+import { costE10, endedFromReply, fromReply, replyFields, toEndedJob, toJob, type JobReply } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
 import { enqueued, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
@@ -126,7 +126,7 @@ export class RedisStore implements Store {
     return r && streamRead(r, () => from);
   }
 
-  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<StoredJob | null> {
+  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<EndedJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
     const text = payload === undefined ? "" : JSON.stringify(payload);
@@ -134,10 +134,10 @@ export class RedisStore implements Store {
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
     const r = (await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)])) as JobReply | null;
     if (!r) return null;
-    // The answer leaves out the output, which is the text sent (a result's), as stored.
+    // The answer leaves out the input, and the output, which is the text sent (a result's), as stored.
     const h = replyFields(r);
     if (!failed && text !== "") h.output = text;
-    return toJob(h);
+    return toEndedJob(h);
   }
 
   async cancel(endpointId: string, jobId: string, now: number): Promise<CancelOutcome | null> {
@@ -235,7 +235,7 @@ export class RedisStore implements Store {
 
   async takeDueDeliveries(now: number, leaseMs: number, limit: number): Promise<WebhookDelivery[]> {
     const rows = (await this.#scripts.run("takeDue", [now, leaseMs, limit])) as [string, string, string, JobReply][];
-    return rows.map(([id, url, attempts, job]) => ({ id, url, job: fromReply(job), attempts: Number(attempts) }));
+    return rows.map(([id, url, attempts, job]) => ({ id, url, job: endedFromReply(job), attempts: Number(attempts) }));
   }
 
   async deliveryDone(id: string): Promise<void> {

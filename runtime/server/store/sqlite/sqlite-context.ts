@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { topics } from "../store-events.ts";
-import type { StoreOptions, StoredJob } from "../store.ts";
+import { stringifyWithout } from "../raw-json.ts";
+import type { EndedJob, StoreOptions, StoredJob } from "../store.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { toJob } from "./sqlite-job-row.ts";
 import { JobIndex } from "./sqlite-job-index.ts";
@@ -160,13 +161,18 @@ export class SqliteContext {
     announce(topics.stop(workerId));
   }
 
-  /** Records the webhook call owed for a job that just reached a final state (its id, or the job as it now is). */
-  owe(job: string | StoredJob, now: number, announce: Announce): StoredJob {
+  /**
+   * Records the webhook call owed for a job that just reached a final state (its id, or the job as
+   * it now is). The call's copy of the job is an EndedJob: its input is neither read nor stored again.
+   */
+  owe(job: string, now: number, announce: Announce): StoredJob;
+  owe<J extends EndedJob>(job: J, now: number, announce: Announce): J;
+  owe(job: string | EndedJob, now: number, announce: Announce): EndedJob {
     const stored = typeof job === "string" ? this.job(this.rowById(job)) : job;
     if (stored.webhook) {
       this.db
         .query("INSERT INTO webhook_deliveries (id, job_id, url, job, attempts, next_at) VALUES (?, ?, ?, ?, 0, ?)")
-        .run(crypto.randomUUID(), stored.id, stored.webhook, JSON.stringify(stored), now);
+        .run(crypto.randomUUID(), stored.id, stored.webhook, stringifyWithout(stored, "input"), now);
       announce(topics.webhooks);
     }
     return stored;

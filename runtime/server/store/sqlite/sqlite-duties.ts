@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
-import type { StoredJob, SweepReport, WebhookDelivery, WorkerReport } from "../store.ts";
+import type { EndedJob, StoredJob, SweepReport, WebhookDelivery, WorkerReport } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { opt } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
@@ -87,7 +87,7 @@ export const duties = {
          RETURNING id, url, job, attempts`,
       )
       .all(now + leaseMs, now, limit)
-      .map((r) => ({ id: r.id, url: r.url, job: JSON.parse(r.job) as StoredJob, attempts: r.attempts }));
+      .map((r) => ({ id: r.id, url: r.url, job: JSON.parse(r.job) as EndedJob, attempts: r.attempts }));
   },
 
   deliveryDone(s: SqliteContext, id: string): void {

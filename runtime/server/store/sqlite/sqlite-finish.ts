@@ -1,9 +1,9 @@
 import { splitChunk } from "../../stream-chunks.ts";
 import { topics } from "../store-events.ts";
 import { RAW_JSON_CHARS, setJson } from "../raw-json.ts";
-import type { JobResult, StoredJob } from "../store.ts";
+import type { EndedJob, JobResult } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
-import { json } from "./sqlite-job-row.ts";
+import { json, toEndedJob } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 /**
@@ -22,7 +22,7 @@ export function finishJob(
   now: number,
   cost: number | undefined,
   announce: Announce,
-): StoredJob | null {
+): EndedJob | null {
   const failed = "error" in result;
   const output = "error" in result ? null : json(result.output);
   const error = "error" in result ? json(result.error) : null;
@@ -31,7 +31,7 @@ export function finishJob(
   const pieces = streamOutput && output !== null && !("error" in result) ? splitChunk(result.output, undefined, output).length : 0;
   const status = failed ? "FAILED" : "COMPLETED";
   const held = s.running.get(jobId);
-  let ended: StoredJob;
+  let ended: EndedJob;
   let keyId: string | undefined;
   if (held && held.workerId === workerId && held.startedAt !== undefined) {
     s.running.delete(jobId); // ended now, or not this worker's any more
@@ -45,7 +45,8 @@ export function finishJob(
       .run(status, output, error, now, expiresAt, pieces, jobId, workerId, now, held.startedAt).changes;
     if (!changed) return null;
     const parsedError = error === null ? undefined : JSON.parse(error);
-    ended = { ...held, status, output: undefined, error: parsedError, progress: undefined, completedAt: now, deadline: undefined, expiresAt };
+    const { input: _input, ...rest } = held; // held only with its input in its row, parsed already
+    ended = { ...rest, status, output: undefined, error: parsedError, progress: undefined, completedAt: now, deadline: undefined, expiresAt };
     // As a row read back gives it: a long output keeps its text for the answers that carry it.
     if (output !== null && output.length >= RAW_JSON_CHARS) setJson(ended, "output", output);
     else if (!("error" in result)) ended.output = result.output;
@@ -71,7 +72,7 @@ export function finishJob(
            expires_at = ?5, output_chunk = ?6, chunk_count = ?7 WHERE id = ?8`,
       )
       .run(row.status, row.output, row.error, now, row.expires_at, row.output_chunk, row.chunk_count, jobId);
-    ended = s.job(row);
+    ended = toEndedJob(row);
     keyId = row.key_id ?? undefined;
     s.running.delete(jobId);
   }

@@ -1,5 +1,5 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
-import type { StoredJob } from "../store.ts";
+import type { EndedJob, StoredJob } from "../store.ts";
 import { lazyJson, setJson } from "../raw-json.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
@@ -15,11 +15,18 @@ export const opt = <T>(v: T | null): T | undefined => (v === null ? undefined : 
  * read through `inputApart` then: a status read or a result never loads it.
  */
 export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJob {
-  const job: StoredJob = {
+  const job = toEndedJob(r) as StoredJob;
+  if (r.input === "") lazyJson(job, "input", () => inputApart(r.id));
+  else setJson(job, "input", r.input);
+  return job;
+}
+
+/** A row of `jobs` but its input, as an EndedJob (an input kept in the row is not parsed). */
+export function toEndedJob(r: JobRow): EndedJob {
+  const job: EndedJob = {
     id: r.id,
     endpointId: r.endpoint,
     status: r.status as JobStatus,
-    input: {}, // set below
     webhook: opt(r.webhook),
     policy: JSON.parse(r.policy),
     s3Config: parse(r.s3_config) as StoredJob["s3Config"],
@@ -38,8 +45,6 @@ export function toJob(r: JobRow, inputApart: (jobId: string) => string): StoredJ
     losses: r.losses,
     retries: r.retries,
   };
-  if (r.input === "") lazyJson(job, "input", () => inputApart(r.id));
-  else setJson(job, "input", r.input);
   setJson(job, "output", r.output);
   return job;
 }
