@@ -51,7 +51,8 @@ const cleanup = exitCleanup(async () => {
   dirs.forEach(removeDir);
 });
 
-type Open = (kind: "embedded" | "redis") => Promise<Store>;
+/** A fresh store, and what removes its data once it is closed. */
+type Open = (kind: "embedded" | "redis") => Promise<{ store: Store; clear: () => Promise<void> }>;
 /** Each store on Redis gets a key prefix of its own. */
 let prefixes = 0;
 
@@ -60,10 +61,12 @@ async function opener(root: string): Promise<Open> {
   const { SqliteStore } = await import(join(root, "runtime/server/store/sqlite-store.ts"));
   const { RedisStore } = await import(join(root, "runtime/server/store/redis/redis-store.ts"));
   return async (kind) => {
-    if (kind === "redis") return RedisStore.connect(redis!.url, { retention }, `{bench-result-${++prefixes}}:`);
+    if (kind === "redis") {
+      const store = await RedisStore.connect(redis!.url, { retention }, `{bench-result-${++prefixes}}:`);
+      return { store, clear: async () => void (await redis!.client.send("FLUSHALL", [])) };
+    }
     const dir = makeTempDir("spool-bench-result-");
-    dirs.push(dir);
-    return SqliteStore.open(dir, { retention });
+    return { store: SqliteStore.open(dir, { retention }), clear: async () => removeDir(dir) };
   };
 }
 
@@ -84,7 +87,8 @@ interface Cell {
 
 /** WARM + JOBS jobs of `bytes` input characters through a fresh store: each submitted, taken, then finished alone while measured. */
 async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhook: boolean, cell: Cell): Promise<void> {
-  const store = await open(kind);
+  Bun.gc(true); // what the cell before left is not collected in this one's window
+  const { store, clear } = await open(kind);
   const input = { prompt: "i".repeat(bytes) };
   const now = Date.now();
   try {
@@ -104,6 +108,7 @@ async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhoo
     }
   } finally {
     await store.close();
+    await clear(); // each cell on an empty Redis and a fresh file
   }
 }
 
@@ -145,7 +150,8 @@ async function main(): Promise<void> {
     }),
   );
   console.log(`\nmachine: ${info}`);
-  console.log("CPU is this process's user+system time around one result; Redis's hold is the evalsha time INFO commandstats adds over it (AOF on).");
+  console.log("CPU is this process's user+system time around one result; Redis's hold is the evalsha time INFO commandstats adds over it (AOF on;");
+  console.log("the time Redis then spends writing the script's changes to the AOF is not in it).");
 }
 
 await runBench("bench-result", main, cleanup);

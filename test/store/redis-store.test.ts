@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { FIELDS_BUT_INPUT } from "../../runtime/server/store/redis/redis-lua-prelude.ts";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
 import { topics } from "../../runtime/server/store/store-events.ts";
 import type { NewJob } from "../../runtime/server/store/store.ts";
@@ -184,4 +185,31 @@ test("redis: a webhook call owed for a job keeps no copy of its input, and its r
     const held = Number(await raw.send("MEMORY", ["USAGE", `${p}dl:${id}`, "SAMPLES", "0"]));
     expect(held).toBeLessThan(10_000); // the job's other fields and its output; the input is 1 MB
     expect((await s.get("ep", "hooked", T0 + 1))?.input).toEqual(input); // the job itself keeps it
+  }));
+
+test("redis: a result reads every field a job's hash can have but its input (the list the result's script reads)", () =>
+  withRaw(async (s, raw, p) => {
+    const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
+    const rich = { webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } };
+    // One job that streamed and was read, retried after failing; one whose output is its stream.
+    await s.enqueue(newJob("streamed", rich), T0);
+    await s.enqueue(newJob("whole", rich), T0);
+    await s.claim("ep", "w", 2, T0);
+    await s.progress("w", "streamed", { step: 1 }, T0);
+    await s.appendChunks("w", "streamed", ["a"], T0);
+    await s.readStream("ep", "streamed", T0);
+    await s.finish("w", "streamed", { error: "boom" }, false, T0 + 1);
+    await s.retry("ep", "streamed", T0 + 2);
+    await s.claim("ep", "w", 1, T0 + 3);
+    await s.progress("w", "streamed", { step: 2 }, T0 + 3);
+    await s.finish("w", "whole", { output: "all" }, true, T0 + 4);
+    const fields = new Set<string>();
+    for (const id of ["streamed", "whole"]) for (const f of (await raw.send("HKEYS", [`${p}job:${id}`])) as string[]) fields.add(f);
+    fields.delete("input");
+    expect([...fields].filter((f) => !(FIELDS_BUT_INPUT as readonly string[]).includes(f))).toEqual([]);
+    expect(fields.size).toBeGreaterThanOrEqual(FIELDS_BUT_INPUT.length - 1); // the test writes (nearly) all of them
+    // What the result gave back is the job as stored, less its input.
+    const done = await s.finish("w", "streamed", { output: 1 }, false, T0 + 5);
+    const { input: _input, ...stored } = (await s.get("ep", "streamed", T0 + 5))!;
+    expect(done).toEqual(stored);
   }));

@@ -77,7 +77,8 @@ end
  */
 const FINISH = `
 local function finish(w, id, kind, payload, pieces, cost)
-  local j = job(id)
+  -- Its input is neither read nor answered: nothing reads it once the job has ended.
+  local j = jobButInput(id)
   if not live(j) or j.status ~= 'IN_PROGRESS' or j.worker ~= w then return nil end
   pieces = tonumber(pieces)
   if not pieces then return {'error', 'pieces is not a number'} end

@@ -3,6 +3,17 @@
  * across servers, and publishes its topics on the events channel. ARGV[1] is the key prefix,
  * ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own arguments follow.
  */
+/**
+ * Every field a job's hash may have but its input (jobFields in redis-enqueue.ts, and the scripts
+ * that write one): all a result reads of its job (EndedJob), so that a long input is not copied
+ * into the script. A field added to the hash must be added here (a test checks the list).
+ */
+export const FIELDS_BUT_INPUT = [
+  ...["id", "ep", "policy", "timeout", "ttl", "low", "sync", "webhook", "s3", "key"],
+  ...["seq", "rid", "status", "created", "queued", "expires", "losses", "retries", "chunks", "read"],
+  ...["started", "worker", "deadline", "progress", "output", "error", "completed", "ochunk"],
+] as const;
+
 export const PRELUDE = `
 local P = ARGV[1]
 local now = tonumber(ARGV[4])
@@ -13,6 +24,15 @@ local function job(id)
   if #h == 0 then return nil end
   local t = {}
   for i = 1, #h, 2 do t[h[i]] = h[i + 1] end
+  return t
+end
+-- The job but its input (nil when there is none): all a result reads (FIELDS_BUT_INPUT).
+local butInput = {${FIELDS_BUT_INPUT.map((f) => `'${f}'`).join(", ")}}
+local function jobButInput(id)
+  local v = redis.call('HMGET', jk(id), unpack(butInput))
+  if not v[1] then return nil end
+  local t = {}
+  for i = 1, #butInput do if v[i] then t[butInput[i]] = v[i] end end
   return t
 end
 -- A job as a script answers it: {its other fields as JSON, its input, its output (false when
