@@ -5,10 +5,11 @@
  * job at a time, jobs with and without a webhook. For each result (finish) it measures this
  * process's CPU and, on Redis, how long the result's script held Redis (INFO commandstats): every
  * other call of every server waits that long behind it. The input is what grows; the output
- * stays small, so the figures show what a result does with an input it never needs.
+ * stays small (`--output N`: N characters of it), so the figures show what a result does with an
+ * input it never needs.
  * `--baseline DIR` runs the same against the stores of another checkout, in the same rounds.
  *
- *   bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--jobs 30] [--rounds 3] [--baseline DIR]
+ *   bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -22,12 +23,13 @@ import { REPO_ROOT } from "./bench/spool-process.ts";
 import { printTable } from "./bench/table.ts";
 import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--jobs 30] [--rounds 3] [--baseline DIR]";
+const USAGE = "usage: bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]";
 const cli = benchCli("bench-result", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: {
     sizes: { type: "string", default: "1000,100000,1000000" },
+    output: { type: "string", default: "0" },
     jobs: { type: "string", default: "30" },
     rounds: { type: "string", default: "3" },
     baseline: { type: "string" },
@@ -37,6 +39,9 @@ const { values: flags } = parseArgs({
 if (flags.help) cli.help();
 const SIZES = flags.sizes!.split(",").filter(Boolean).map((n) => cli.int("sizes", n));
 const JOBS = cli.int("jobs", flags.jobs!);
+/** The result: { ok: true }, or { text } of this many characters. */
+const OUTPUT_CHARS = cli.int("output", flags.output!, 0);
+const OUTPUT = OUTPUT_CHARS > 0 ? { text: "o".repeat(OUTPUT_CHARS) } : { ok: true };
 const ROUNDS = cli.int("rounds", flags.rounds!);
 const WARM = 10;
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
@@ -98,7 +103,7 @@ async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhoo
       await store.claim("ep", "w", 1, now);
       const h0 = kind === "redis" ? await scriptUs() : 0;
       const c0 = cpuUs();
-      if (!(await store.finish("w", id, { output: { ok: true } }, false, now + 1))) throw new Error(`${kind}: job ${id} was not finished`);
+      if (!(await store.finish("w", id, { output: OUTPUT }, false, now + 1))) throw new Error(`${kind}: job ${id} was not finished`);
       const c1 = cpuUs();
       const h1 = kind === "redis" ? await scriptUs() : 0;
       if (i >= WARM) {
@@ -114,7 +119,7 @@ async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhoo
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool result benchmark: ${JOBS} results per cell after ${WARM} untimed, ${ROUNDS} rounds, stores in-process, one job at a time`);
+  console.log(`spool result benchmark: ${JOBS} results per cell after ${WARM} untimed, ${ROUNDS} rounds, stores in-process, one job at a time; results of ${OUTPUT_CHARS || "a few"} characters`);
   const tmp = makeTempDir("spool-bench-result-redis-");
   dirs.push(tmp);
   redis = await startRedis(tmp);
