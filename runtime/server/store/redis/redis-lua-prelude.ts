@@ -1,9 +1,4 @@
 /**
- * Lua for the Redis store: every state change of a job runs as one script, so it is atomic
- * across servers, and publishes its topics on the events channel. ARGV[1] is the key prefix,
- * ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own arguments follow.
- */
-/**
  * Every field a job's hash may have but its input (jobFields in redis-enqueue.ts, and the scripts
  * that write one): all a result reads of its job (EndedJob), so that a long input is not copied
  * into the script. A field added to the hash must be added here (a test checks the list).
@@ -14,6 +9,11 @@ export const FIELDS_BUT_INPUT = [
   ...["started", "worker", "deadline", "progress", "output", "error", "completed", "ochunk"],
 ] as const;
 
+/**
+ * Lua for the Redis store: every state change of a job runs as one script, so it is atomic
+ * across servers, and publishes its topics on the events channel. ARGV[1] is the key prefix,
+ * ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own arguments follow.
+ */
 export const PRELUDE = `
 local P = ARGV[1]
 local now = tonumber(ARGV[4])
