@@ -24,12 +24,12 @@ const SWEEP_BATCH = 500;
  */
 function streamRead([job, ...chunks]: [JobReply, ...string[]], from: (h: Record<string, string>) => number): StreamRead {
   const h = replyFields(job);
-  const ended = toJob(h);
-  if (h.ochunk !== "1") return { job: ended, chunks: chunks.map((c) => JSON.parse(c)) };
+  const read = toJob(h);
+  if (h.ochunk !== "1") return { job: read, chunks: chunks.map((c) => JSON.parse(c)) };
   // Nothing left to read: the output (parsed when first used) is not touched.
   const count = Number(h.chunks);
   const start = from(h);
-  return { job: ended, chunks: start >= count ? [] : outputPieces(ended.output, count, start) };
+  return { job: read, chunks: start >= count ? [] : outputPieces(read.output, count, start) };
 }
 
 /**
