@@ -3,7 +3,7 @@
 // number of arrays and objects (the check walks containers, never string bytes).
 //
 //   bun scripts/bench-request-input.ts
-import { readJson } from "../runtime/server/request-input.ts";
+import { readJson } from "../runtime/server/http/request-input.ts";
 import { summarize } from "./bench/stats.ts";
 import { printTable } from "./bench/table.ts";
 

@@ -50,6 +50,10 @@ const cpuUs = () => {
   return u.user + u.system;
 };
 
+/** Where the checkout at `root` keeps its SQLite store (it moved into store/sqlite/). */
+const sqliteStorePath = (root: string) =>
+  existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts")) ? "runtime/server/store/sqlite/sqlite-store.ts" : "runtime/server/store/sqlite-store.ts";
+
 /** The server's app of the checkout at `root` on a fresh embedded store, with one full key; nothing listens. */
 async function spoolApp(root: string, name: string) {
   const from = async <T>(path: string): Promise<T> => import(join(root, path)) as Promise<T>;
@@ -62,7 +66,7 @@ async function spoolApp(root: string, name: string) {
   const { createKey } = await from<typeof import("../runtime/server/keys/api-keys.ts")>("runtime/server/keys/api-keys.ts");
   const { EndpointStatsRecorder } = await from<typeof import("../runtime/server/metrics/endpoint-stats.ts")>("runtime/server/metrics/endpoint-stats.ts");
   const { ServerMetrics } = await from<typeof import("../runtime/server/metrics/server-metrics.ts")>("runtime/server/metrics/server-metrics.ts");
-  const { SqliteStore } = await from<typeof import("../runtime/server/store/sqlite-store.ts")>("runtime/server/store/sqlite-store.ts");
+  const { SqliteStore } = await from<typeof import("../runtime/server/store/sqlite/sqlite-store.ts")>(sqliteStorePath(root));
   const data = join(dir, name);
   mkdirSync(data);
   const many = { requests: 1e9, concurrent: 10_000 };

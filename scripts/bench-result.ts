@@ -63,7 +63,7 @@ let prefixes = 0;
 
 /** Opens fresh stores of the checkout at `root` (its own modules). */
 async function opener(root: string): Promise<Open> {
-  const { SqliteStore } = await import(join(root, "runtime/server/store/sqlite-store.ts"));
+  const { SqliteStore } = await import(join(root, existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts")) ? "runtime/server/store/sqlite/sqlite-store.ts" : "runtime/server/store/sqlite-store.ts"));
   const { RedisStore } = await import(join(root, "runtime/server/store/redis/redis-store.ts"));
   return async (kind) => {
     if (kind === "redis") {

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { SqliteStore } from "../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../runtime/server/store/sqlite/sqlite-store.ts";
 import type { NewJob } from "../runtime/server/store/store.ts";
 import { benchCli } from "./bench/cli.ts";
 import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";

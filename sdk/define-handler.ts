@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { S3Config } from "../runtime/protocol/job-request.ts";
+import { HANDLER_KIND, hasHandlerKind } from "../runtime/protocol/handler-kind.ts";
 
 /** The execution policy a job runs under (milliseconds). */
 export interface JobPolicy {
@@ -70,7 +71,7 @@ export interface HandlerOptions<Schema extends z.ZodType, Output, Options extend
 /** A handler as the runtime loads it. */
 export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown, Options extends z.ZodType = z.ZodType>
   extends HandlerOptions<Schema, Output, Options> {
-  readonly kind: "spool-handler";
+  readonly kind: typeof HANDLER_KIND;
 }
 
 /**
@@ -91,12 +92,12 @@ export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown,
 export function defineHandler<Schema extends z.ZodType, Output, Options extends z.ZodType = z.ZodUnknown>(
   options: HandlerOptions<Schema, Output, Options>,
 ): Handler<Schema, Output, Options> {
-  return { ...options, kind: "spool-handler" };
+  return { ...options, kind: HANDLER_KIND };
 }
 
 /** Name of the environment variable that carries an endpoint's handler options (JSON). */
-export const OPTIONS_ENV = "SPOOL_HANDLER_OPTIONS";
+export { OPTIONS_ENV } from "../runtime/protocol/worker-env.ts";
 
 export function isHandler(value: unknown): value is Handler {
-  return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "spool-handler";
+  return hasHandlerKind(value);
 }

@@ -6,3 +6,5 @@ export const CHILD_ENV = "SPOOL_WORKER_CHILD";
 export const GENERATION_ENV = "SPOOL_WORKER_GENERATION";
 /** Set by the scaler: a worker it started must not outlive it (a server killed with SIGKILL). */
 export const EXIT_WITH_PARENT_ENV = "SPOOL_EXIT_WITH_PARENT";
+/** An endpoint's handler options (JSON), from the scaler or supervisor to the handler. */
+export const OPTIONS_ENV = "SPOOL_HANDLER_OPTIONS";

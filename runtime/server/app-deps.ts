@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
-import type { InputSchemas } from "./input-schemas.ts";
+import type { InputSchemas } from "./jobs/input-schemas.ts";
 import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
 import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";

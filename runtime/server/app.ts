@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { errorAnswer } from "./http-error.ts";
+import { errorAnswer } from "./http/http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
-import { Access, authenticate, authorize } from "./access.ts";
+import { Access, authenticate, authorize } from "./http/access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { openapiRoutes } from "./openapi/openapi-routes.ts";

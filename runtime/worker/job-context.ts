@@ -1,7 +1,7 @@
 import type { HandlerContext, HandlerLog } from "../../sdk/define-handler.ts";
 import type { Log } from "../log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
-import { checkFileName, toBlob, uploadToS3 } from "./uploads.ts";
+import { checkFileName, toBlob, uploadToS3 } from "../protocol/uploads.ts";
 
 /** Where a file goes when the job has no s3Config: the server's file store, or a local folder. */
 export type FileSink = (jobId: string, name: string, data: Blob, contentType: string) => Promise<string>;

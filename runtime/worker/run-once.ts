@@ -4,7 +4,7 @@ import type { Log } from "../log.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute, type Outcome } from "./executor.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
-import { uploadToDirectory } from "./uploads.ts";
+import { uploadToDirectory } from "../protocol/uploads.ts";
 
 /** Reads --input JSON, or ./test_input.json (runpod-python's file: {"input": {...}}). */
 export async function localInput(flag: string | undefined): Promise<Record<string, unknown>> {

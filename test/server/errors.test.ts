@@ -10,7 +10,7 @@ import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { LocalFileStore } from "../../runtime/server/files/file-store.ts";
 import { EndpointStatsRecorder } from "../../runtime/server/metrics/endpoint-stats.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
-import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 
 test("an unexpected failure answers a generic 500 with a request id and is logged with it, without internals", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-errors-"));

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../runtime/clock.ts";
 import { parseConfig } from "../../runtime/config/config.ts";
 import { silentLog } from "../../runtime/log.ts";
-import { Access } from "../../runtime/server/access.ts";
+import { Access } from "../../runtime/server/http/access.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { JobService } from "../../runtime/server/jobs/job-service.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
@@ -11,7 +11,7 @@ import { ServerMetrics } from "../../runtime/server/metrics/server-metrics.ts";
 import { hotPaths } from "../../runtime/server/routes/hot-paths.ts";
 import { ClientSteps } from "../../runtime/server/routes/client-steps.ts";
 import { WorkerSteps } from "../../runtime/server/routes/worker-steps.ts";
-import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
 

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { MAX_JSON_DEPTH } from "../../runtime/server/request-input.ts";
+import { MAX_JSON_DEPTH } from "../../runtime/server/http/request-input.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 
 // JSON bodies nested past what can be stored or read by a Python worker are a 400 that queues

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { splitChunk } from "../../runtime/server/stream-chunks.ts";
+import { splitChunk } from "../../runtime/protocol/stream-chunks.ts";
 
 const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 

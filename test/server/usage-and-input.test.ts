@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
-import { costOf } from "../../runtime/server/job-cost.ts";
+import { costOf } from "../../runtime/server/jobs/job-cost.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { ManualClock } from "../../runtime/clock.ts";
 import { LocalEvents, type StoreEvents } from "../../runtime/server/store/store-events.ts";
-import { waitFor } from "../../runtime/server/wait-for.ts";
+import { waitFor } from "../../runtime/server/jobs/wait-for.ts";
 
 /** Events whose announcements never come (lost), as across a Redis reconnection. */
 const lossy = (recheckMs?: number): StoreEvents => {

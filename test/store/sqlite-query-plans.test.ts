@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { expect, test } from "bun:test";
-import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import type { NewJob } from "../../runtime/server/store/store.ts";
 import { RETENTION } from "./store-suite.ts";
 

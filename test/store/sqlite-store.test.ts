@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SqliteStore } from "../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));

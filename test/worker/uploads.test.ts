@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock, systemClock } from "../../runtime/clock.ts";
 import { silentLog } from "../../runtime/log.ts";
 import type { S3Config } from "../../runtime/protocol/job-request.ts";
-import { UPLOAD_URL_SECONDS, uploadToS3 } from "../../runtime/worker/uploads.ts";
+import { UPLOAD_URL_SECONDS, uploadToS3 } from "../../runtime/protocol/uploads.ts";
 import { WorkerApi } from "../../runtime/worker/worker-api.ts";
 import { WorkerLoop } from "../../runtime/worker/worker-loop.ts";
 import { urlsFromFlags, workerEndpoints } from "../../runtime/worker/worker-urls.ts";

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError } from "../http/http-error.ts";
 import type { DashboardEvent } from "../../protocol/dashboard-event.ts";
-import { jobResponse } from "../job-view.ts";
+import { jobResponse } from "../jobs/job-view.ts";
 import type { JobEvent } from "../jobs/job-events.ts";
 
 /** A stream ends after this long; the page reconnects (so no request is open without bound). */

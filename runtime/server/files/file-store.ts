@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dataSecret, randomBase64 } from "../data-secret.ts";
+import { dataSecret, randomBase64 } from "../../config/data-secret.ts";
 import { join } from "node:path";
-import { checkFileName } from "../../worker/uploads.ts";
+import { checkFileName } from "../../protocol/uploads.ts";
 
 /** Where the server keeps files that workers upload for jobs without their own s3Config. */
 export interface FileStore {

@@ -1,5 +1,5 @@
 import type { S3Config } from "../../protocol/job-request.ts";
-import { checkFileName, uploadToS3 } from "../../worker/uploads.ts";
+import { checkFileName, uploadToS3 } from "../../protocol/uploads.ts";
 import type { FileStore } from "./file-store.ts";
 
 /**

@@ -3,11 +3,11 @@ import type { Clock } from "../../clock.ts";
 import { findEndpoint, type Config } from "../../config/config.ts";
 import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
 import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
-import { HttpError } from "../http-error.ts";
-import type { InputSchemas } from "../input-schemas.ts";
+import { HttpError } from "../http/http-error.ts";
+import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
 import { QueueFullError, type EndedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
-import { waitFor } from "../wait-for.ts";
+import { waitFor } from "./wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
 

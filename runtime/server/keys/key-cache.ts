@@ -1,6 +1,6 @@
 import type { Clock } from "../../clock.ts";
 import { topics, type StoreEvents } from "../store/store-events.ts";
-import type { MaybePromise } from "../maybe-promise.ts";
+import type { MaybePromise } from "../../maybe-promise.ts";
 import type { ApiKeyRecord, Store } from "../store/store.ts";
 import { hashKey } from "./api-keys.ts";
 

@@ -1,6 +1,6 @@
 import type { RateLimits } from "../../config/config.ts";
 import type { RateLimitedOperation } from "../../protocol/limits.ts";
-import { andThen, type MaybePromise } from "../maybe-promise.ts";
+import { andThen, type MaybePromise } from "../../maybe-promise.ts";
 import type { Admission, RequestLimit, Store } from "../store/store.ts";
 import type { RateWindow, RateWindowStore } from "./sqlite-rate-windows.ts";
 

@@ -1,8 +1,8 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import { authenticate } from "../access.ts";
+import { authenticate } from "../http/access.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError } from "../http/http-error.ts";
 import type { ServerMetrics } from "./server-metrics.ts";
 
 const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]);

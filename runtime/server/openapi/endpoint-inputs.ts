@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Config } from "../../config/config.ts";
-import type { InputSchemas } from "../input-schemas.ts";
+import type { InputSchemas } from "../jobs/input-schemas.ts";
 import { jsonSchema } from "./openapi-common.ts";
 
 /** A JSON Schema object as z.toJSONSchema writes it. */

@@ -2,7 +2,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31 } from "@asteasolutions/zod-to-ope
 import { z } from "zod";
 import type { Config } from "../../config/config.ts";
 import { LIMITS } from "../../protocol/limits.ts";
-import type { InputSchemas } from "../input-schemas.ts";
+import type { InputSchemas } from "../jobs/input-schemas.ts";
 import { registerClientPaths } from "./client-paths.ts";
 import { endpointInputs, inputComponent, type EndpointInput } from "./endpoint-inputs.ts";
 import { errors, json, KEY_AUTH, registerCommon } from "./openapi-common.ts";

@@ -2,11 +2,11 @@ import { Hono } from "hono";
 import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
 import { JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { HttpError, jobNotFound } from "../http-error.ts";
-import { jobResponse, jobResponseJson } from "../job-view.ts";
+import { HttpError, jobNotFound } from "../http/http-error.ts";
+import { jobResponse, jobResponseJson } from "../jobs/job-view.ts";
 import { jsonText } from "./json-text.ts";
 import type { ClientSteps } from "./client-steps.ts";
-import { intQuery, limitBody } from "../request-input.ts";
+import { intQuery, limitBody } from "../http/request-input.ts";
 
 /** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
 export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> {

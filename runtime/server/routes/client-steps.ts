@@ -1,9 +1,9 @@
 import type { JobState } from "../../protocol/job-response.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import type { RouteDeps } from "../app-deps.ts";
-import { HttpError, jobNotFound } from "../http-error.ts";
-import { jobResponseJson } from "../job-view.ts";
-import { intQuery, readJobRequest } from "../request-input.ts";
+import { HttpError, jobNotFound } from "../http/http-error.ts";
+import { jobResponseJson } from "../jobs/job-view.ts";
+import { intQuery, readJobRequest } from "../http/request-input.ts";
 import type { ApiKeyRecord } from "../store/store.ts";
 
 /**

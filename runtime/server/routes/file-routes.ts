@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import type { FileUploadResponse } from "../../protocol/worker-wire.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
-import { HttpError } from "../http-error.ts";
-import { limitBody } from "../request-input.ts";
+import { HttpError } from "../http/http-error.ts";
+import { limitBody } from "../http/request-input.ts";
 import type { FileStore, LocalFileStore } from "../files/file-store.ts";
 
 const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;

@@ -1,10 +1,10 @@
 import { getQueryParam } from "hono/utils/url";
 import { LIMITS } from "../../protocol/limits.ts";
-import type { Access } from "../access.ts";
+import type { Access } from "../http/access.ts";
 import type { RouteDeps } from "../app-deps.ts";
-import { errorAnswer } from "../http-error.ts";
+import { errorAnswer } from "../http/http-error.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
-import { declaredTooLarge, intQuery, tooLarge } from "../request-input.ts";
+import { declaredTooLarge, intQuery, tooLarge } from "../http/request-input.ts";
 import type { ClientSteps } from "./client-steps.ts";
 import { jsonTextResponse } from "./json-text.ts";
 import { wantsEvents } from "./sse-routes.ts";

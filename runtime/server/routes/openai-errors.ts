@@ -1,5 +1,5 @@
 import type { JobStatus } from "../../protocol/limits.ts";
-import { HttpError } from "../http-error.ts";
+import { HttpError } from "../http/http-error.ts";
 import type { StoredJob } from "../store/store.ts";
 import type { OpenaiErrorBody } from "../../protocol/openai-wire.ts";
 

@@ -4,11 +4,11 @@ import { findEndpoint } from "../../config/config.ts";
 import { describeIssues } from "../../protocol/job-request.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
-import { authenticate, authorize, type Access } from "../access.ts";
+import { authenticate, authorize, type Access } from "../http/access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { httpErrors, requestIdOf } from "../http-error.ts";
-import { limitBody, readJson } from "../request-input.ts";
-import { eventStreamResponse } from "../event-stream.ts";
+import { httpErrors, requestIdOf } from "../http/http-error.ts";
+import { limitBody, readJson } from "../http/request-input.ts";
+import { eventStreamResponse } from "../http/event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
 import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
 

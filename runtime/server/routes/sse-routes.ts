@@ -1,10 +1,10 @@
 import { Hono, type Context, type Next } from "hono";
 import { isFinal } from "../../protocol/limits.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { HttpError, jobNotFound } from "../http-error.ts";
-import { jobResponseJson } from "../job-view.ts";
+import { HttpError, jobNotFound } from "../http/http-error.ts";
+import { jobResponseJson } from "../jobs/job-view.ts";
 import type { StoredJob } from "../store/store.ts";
-import { eventStreamResponse } from "../event-stream.ts";
+import { eventStreamResponse } from "../http/event-stream.ts";
 import { streamElement } from "./client-routes.ts";
 
 /** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>`. */

@@ -1,11 +1,11 @@
 import { Hono, type Context } from "hono";
 import { jobStreamSchema, type JobStopResponse } from "../../protocol/worker-wire.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { intQuery, limitBody, readJson, validate } from "../request-input.ts";
+import { intQuery, limitBody, readJson, validate } from "../http/request-input.ts";
 import { topics } from "../store/store-events.ts";
 import { jsonText } from "./json-text.ts";
-import { splitChunk } from "../stream-chunks.ts";
-import { waitFor } from "../wait-for.ts";
+import { splitChunk } from "../../protocol/stream-chunks.ts";
+import { waitFor } from "../jobs/wait-for.ts";
 import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */

@@ -1,10 +1,10 @@
 import { jobDoneSchema, type TakenJob } from "../../protocol/worker-wire.ts";
 import type { RouteDeps } from "../app-deps.ts";
-import { costOf } from "../job-cost.ts";
-import { readJson, validate } from "../request-input.ts";
+import { costOf } from "../jobs/job-cost.ts";
+import { readJson, validate } from "../http/request-input.ts";
 import { rawJson, stringifyWith } from "../store/raw-json.ts";
 import type { StoredJob } from "../store/store.ts";
-import { WorkerPresence } from "../worker-presence.ts";
+import { WorkerPresence } from "../jobs/worker-presence.ts";
 
 /** Most jobs one job-take-batch may ask for. */
 export const MAX_BATCH = 64;

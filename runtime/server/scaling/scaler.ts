@@ -1,9 +1,9 @@
 import type { EndpointConfig } from "../../config/config.ts";
 import { resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
-import { OPTIONS_ENV } from "../../../sdk/define-handler.ts";
+import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
-import { DUTIES_LEASE } from "../maintenance.ts";
+import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";

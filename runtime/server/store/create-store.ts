@@ -1,7 +1,7 @@
 import type { Config } from "../../config/config.ts";
 import { RedisStore } from "./redis/redis-store.ts";
 import type { Store, StoreOptions } from "./store.ts";
-import { SqliteStore } from "./sqlite-store.ts";
+import { SqliteStore } from "./sqlite/sqlite-store.ts";
 
 const isRedis = (url: string) => /^rediss?:\/\//.test(url);
 

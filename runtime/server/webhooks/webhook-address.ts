@@ -1,6 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { HttpError } from "../http-error.ts";
+import { HttpError } from "../http/http-error.ts";
 
 const DNS_TIMEOUT_MS = 3_000;
 

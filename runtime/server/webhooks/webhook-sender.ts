@@ -1,5 +1,5 @@
 import type { AppDeps } from "../app-deps.ts";
-import { jobResponse } from "../job-view.ts";
+import { jobResponse } from "../jobs/job-view.ts";
 import { topics } from "../store/store-events.ts";
 import type { WebhookDelivery } from "../store/store.ts";
 import { resolvesPrivate } from "./webhook-address.ts";

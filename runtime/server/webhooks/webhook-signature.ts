@@ -1,5 +1,5 @@
 import type { Config } from "../../config/config.ts";
-import { dataSecret, randomBase64 } from "../data-secret.ts";
+import { dataSecret, randomBase64 } from "../../config/data-secret.ts";
 
 /** The server's Standard Webhooks secret: from config, else made once under the data dir. */
 export function webhookSecret(config: Config): string {

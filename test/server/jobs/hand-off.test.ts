@@ -4,7 +4,7 @@ import { parseConfig } from "../../../runtime/config/config.ts";
 import { JobEvents } from "../../../runtime/server/jobs/job-events.ts";
 import { JobService } from "../../../runtime/server/jobs/job-service.ts";
 import { RedisStore } from "../../../runtime/server/store/redis/redis-store.ts";
-import { SqliteStore } from "../../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite/sqlite-store.ts";
 import { redisUrl } from "../../helpers/redis-server.ts";
 import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer } from "../../helpers/test-server.ts";

@@ -11,7 +11,7 @@ import { createApp } from "../../../runtime/server/app.ts";
 import { LocalFileStore } from "../../../runtime/server/files/file-store.ts";
 import { JobEvents } from "../../../runtime/server/jobs/job-events.ts";
 import { EndpointStatsRecorder } from "../../../runtime/server/metrics/endpoint-stats.ts";
-import { SqliteStore } from "../../../runtime/server/store/sqlite-store.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite/sqlite-store.ts";
 import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
 

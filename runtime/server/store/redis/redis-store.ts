@@ -1,4 +1,4 @@
-import { outputPieces, splitChunk } from "../../stream-chunks.ts";
+import { outputPieces, splitChunk } from "../../../protocol/stream-chunks.ts";
 import { RedisClient } from "bun";
 import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";

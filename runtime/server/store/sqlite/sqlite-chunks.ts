@@ -1,4 +1,4 @@
-import { outputPieces } from "../../stream-chunks.ts";
+import { outputPieces } from "../../../protocol/stream-chunks.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 

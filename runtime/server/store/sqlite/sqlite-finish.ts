@@ -1,4 +1,4 @@
-import { splitChunk } from "../../stream-chunks.ts";
+import { splitChunk } from "../../../protocol/stream-chunks.ts";
 import { topics } from "../store-events.ts";
 import { RAW_JSON_CHARS, setJson } from "../raw-json.ts";
 import type { EndedJob, JobResult } from "../store.ts";

@@ -1,23 +1,23 @@
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { HealthResponse } from "../../protocol/job-response.ts";
-import type { JobStatus } from "../../protocol/limits.ts";
-import { LocalRequestCounter } from "../limits/rate-limiter.ts";
-import { SqliteRateWindows } from "../limits/sqlite-rate-windows.ts";
-import { LocalEvents } from "./store-events.ts";
-import { type Announce, SqliteContext } from "./sqlite/sqlite-context.ts";
-import { duties } from "./sqlite/sqlite-duties.ts";
-import { jobReads } from "./sqlite/sqlite-job-reads.ts";
-import { jobTransitions } from "./sqlite/sqlite-job-transitions.ts";
-import { apiKeys } from "./sqlite/sqlite-keys.ts";
-import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite/sqlite-schema.ts";
+import type { HealthResponse } from "../../../protocol/job-response.ts";
+import type { JobStatus } from "../../../protocol/limits.ts";
+import { LocalRequestCounter } from "../../limits/rate-limiter.ts";
+import { SqliteRateWindows } from "../../limits/sqlite-rate-windows.ts";
+import { LocalEvents } from "../store-events.ts";
+import { type Announce, SqliteContext } from "./sqlite-context.ts";
+import { duties } from "./sqlite-duties.ts";
+import { jobReads } from "./sqlite-job-reads.ts";
+import { jobTransitions } from "./sqlite-job-transitions.ts";
+import { apiKeys } from "./sqlite-keys.ts";
+import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite-schema.ts";
 import type {
   CancelOutcome,
   Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
-} from "./store.ts";
-import { QueueFullError } from "./store.ts";
+} from "../store.ts";
+import { QueueFullError } from "../store.ts";
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** A write waiting for the next group commit. */

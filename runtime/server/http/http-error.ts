@@ -1,6 +1,6 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { Log } from "../log.ts";
-import { StoreUnavailableError } from "./store/store.ts";
+import type { Log } from "../../log.ts";
+import { StoreUnavailableError } from "../store/store.ts";
 
 /** A store outage is logged at most this often (each request meanwhile answers 503). */
 const OUTAGE_LOG_MS = 10_000;

@@ -1,13 +1,13 @@
 import type { MiddlewareHandler } from "hono";
-import { findEndpoint, type EndpointConfig } from "../config/config.ts";
-import type { RateLimitedOperation } from "../protocol/limits.ts";
-import type { AppDeps, AppEnv } from "./app-deps.ts";
+import { findEndpoint, type EndpointConfig } from "../../config/config.ts";
+import type { RateLimitedOperation } from "../../protocol/limits.ts";
+import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "./http-error.ts";
-import { keyFromHeader } from "./keys/api-keys.ts";
-import { KeyCache } from "./keys/key-cache.ts";
-import { admitRequest } from "./limits/rate-limiter.ts";
-import { andThen, type MaybePromise } from "./maybe-promise.ts";
-import type { ApiKeyRecord } from "./store/store.ts";
+import { keyFromHeader } from "../keys/api-keys.ts";
+import { KeyCache } from "../keys/key-cache.ts";
+import { admitRequest } from "../limits/rate-limiter.ts";
+import { andThen, type MaybePromise } from "../../maybe-promise.ts";
+import type { ApiKeyRecord } from "../store/store.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests"]);

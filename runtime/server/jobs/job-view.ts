@@ -1,6 +1,6 @@
-import type { JobResponse } from "../protocol/job-response.ts";
-import { rawJson, stringifyWith } from "./store/raw-json.ts";
-import type { EndedJob } from "./store/store.ts";
+import type { JobResponse } from "../../protocol/job-response.ts";
+import { rawJson, stringifyWith } from "../store/raw-json.ts";
+import type { EndedJob } from "../store/store.ts";
 
 /**
  * The job response body of the specification. Never includes s3Config, input or webhook.

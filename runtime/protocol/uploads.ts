@@ -2,7 +2,7 @@ import { S3Client } from "bun";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { S3Config } from "../protocol/job-request.ts";
+import type { S3Config } from "./job-request.ts";
 
 /** Upload URLs work this long (seconds): 7 days, S3's longest presign. */
 export const UPLOAD_URL_SECONDS = 7 * 24 * 3600;

@@ -1,4 +1,4 @@
-import { LIMITS } from "../protocol/limits.ts";
+import { LIMITS } from "./limits.ts";
 
 const size = (v: unknown, json?: string) => Buffer.byteLength(json ?? JSON.stringify(v) ?? "null");
 

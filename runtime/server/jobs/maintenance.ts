@@ -1,5 +1,5 @@
-import type { AppDeps } from "./app-deps.ts";
-import type { FileStore } from "./files/file-store.ts";
+import type { AppDeps } from "../app-deps.ts";
+import type { FileStore } from "../files/file-store.ts";
 
 const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
 /** The lease under which one server runs retention, expiry, timeouts, worker loss and scaling. */

@@ -1,4 +1,4 @@
-import type { Store, WorkerReport } from "./store/store.ts";
+import type { Store, WorkerReport } from "../store/store.ts";
 
 /** Liveness is judged in tens of seconds, so one write per worker per second is plenty. */
 const MIN_TOUCH_INTERVAL_MS = 1_000;

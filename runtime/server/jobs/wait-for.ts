@@ -1,5 +1,5 @@
-import type { Clock } from "../clock.ts";
-import type { StoreEvents } from "./store/store-events.ts";
+import type { Clock } from "../../clock.ts";
+import type { StoreEvents } from "../store/store-events.ts";
 
 /**
  * Long-poll: runs `check` until it returns a value, waking on `topic` instead of polling (and

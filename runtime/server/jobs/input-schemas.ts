@@ -1,9 +1,9 @@
 import type { z } from "zod";
-import { isHandlerSource } from "../build/executable.ts";
-import { findEndpoint, type Config } from "../config/config.ts";
-import type { Log } from "../log.ts";
-import type { MaybePromise } from "./maybe-promise.ts";
-import { isHandler } from "../../sdk/define-handler.ts";
+import { isHandlerSource } from "../../build/executable.ts";
+import { findEndpoint, type Config } from "../../config/config.ts";
+import type { Log } from "../../log.ts";
+import type { MaybePromise } from "../../maybe-promise.ts";
+import { hasHandlerKind } from "../../protocol/handler-kind.ts";
 
 
 /**
@@ -45,7 +45,7 @@ export class InputSchemas {
   async #load(endpointId: string, path: string): Promise<z.ZodType | undefined> {
     try {
       const mod = (await import(path)) as { default?: unknown };
-      return isHandler(mod.default) ? mod.default.input : undefined;
+      return hasHandlerKind(mod.default) ? (mod.default.input as z.ZodType | undefined) : undefined;
     } catch (err) {
       this.log.warn("could not load the handler's input schema; input is checked by the worker", { endpointId, error: String(err) });
       return undefined;
