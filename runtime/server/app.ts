@@ -17,12 +17,17 @@ import { hotPaths } from "./routes/hot-paths.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 
+/** A step every request passes, the job path's included, before a route answers it. */
+export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<Response>) => Promise<Response>;
+
 /**
  * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Its
  * fetch answers the requests of a job's path (routes/hot-paths.ts) before Hono's router sees
- * them, with the same checks and answers as the Hono routes below.
+ * them, with the same checks and answers as the Hono routes below. Whatever every request must
+ * pass (a CORS answer, a request id, an access log) goes in `middleware`, which wraps both: a Hono
+ * `app.use` would miss the job path.
  */
-export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore }): Hono<AppEnv> {
+export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: RequestMiddleware[] }): Hono<AppEnv> {
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const app = new Hono<AppEnv>();
@@ -57,6 +62,13 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
 
   const hot = hotPaths(deps, access, { client: clientSteps, worker: steps }, metrics);
   const honoFetch = app.fetch;
-  app.fetch = (req, env, ctx) => hot(req) ?? honoFetch(req, env, ctx);
+  const chain = appDeps.middleware ?? [];
+  app.fetch = !chain.length
+    ? (req, env, ctx) => hot(req) ?? honoFetch(req, env, ctx)
+    : (req, env, ctx) => {
+        const route = (r: Request) => hot(r) ?? Promise.resolve(honoFetch(r, env, ctx));
+        const through = (i: number) => (r: Request): Promise<Response> => (i < chain.length ? chain[i]!(r, through(i + 1)) : route(r));
+        return through(0)(req);
+      };
   return app;
 }

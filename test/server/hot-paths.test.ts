@@ -1,4 +1,7 @@
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ManualClock } from "../../runtime/clock.ts";
 import { parseConfig } from "../../runtime/config/config.ts";
 import { silentLog } from "../../runtime/log.ts";
@@ -9,6 +12,8 @@ import { createKey } from "../../runtime/server/keys/api-keys.ts";
 import { EndpointStatsRecorder } from "../../runtime/server/metrics/endpoint-stats.ts";
 import { ServerMetrics } from "../../runtime/server/metrics/server-metrics.ts";
 import { hotPaths } from "../../runtime/server/routes/hot-paths.ts";
+import { createApp } from "../../runtime/server/app.ts";
+import { LocalFileStore } from "../../runtime/server/files/file-store.ts";
 import { ClientSteps } from "../../runtime/server/routes/client-steps.ts";
 import { WorkerSteps } from "../../runtime/server/routes/worker-steps.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
@@ -195,6 +200,72 @@ describe("hot paths answer as the Hono routes do", () => {
       metrics.close();
       stats.close();
       await store.close();
+    }
+  });
+  test("every request, the job path's included, passes the app's middleware", async () => {
+    const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
+    const clock = new ManualClock();
+    const jobEvents = new JobEvents((err) => {
+      throw err;
+    });
+    const stats = new EndpointStatsRecorder(jobEvents, clock);
+    // Empty takes answer at once: the manual clock never ends a long-poll.
+    const config = parseConfig({ server: { takeWaitMs: 0 }, endpoints: { echo: {} } });
+    const deps = { store, config, clock, log: silentLog, jobEvents, stats };
+    const metrics = new ServerMetrics(deps);
+    const dataDir = mkdtempSync(join(tmpdir(), "spool-chain-"));
+    const localFiles = new LocalFileStore(dataDir, 60_000);
+    const seen: string[] = [];
+    const app = createApp({
+      ...deps,
+      metrics,
+      files: localFiles,
+      localFiles,
+      middleware: [
+        async (req, next) => {
+          const res = await next(req);
+          seen.push(`${req.method} ${new URL(req.url).pathname} ${res.status}`);
+          return res;
+        },
+      ],
+    });
+    try {
+      const { key } = await createKey(store, "k", clock.now());
+      const call = (method: string, path: string, body?: unknown) =>
+        app.fetch(new Request(`http://127.0.0.1${path}`, { method, headers: { authorization: `Bearer ${key}` }, body: body === undefined ? undefined : JSON.stringify(body) }));
+      const { id } = (await (await call("POST", "/v2/echo/run", { input: { n: 1 } })).json()) as { id: string };
+      expect((await call("GET", "/v2/echo/job-take/w1")).status).toBe(200);
+      expect((await call("POST", `/v2/echo/job-done/w1/${id}`, { output: 2 })).status).toBe(200);
+      expect((await call("GET", `/v2/echo/status/${id}`)).status).toBe(200);
+      expect((await call("GET", "/v2/echo/job-take-batch/w1?batch_size=2")).status).toBe(204);
+      const sync = call("POST", "/v2/echo/runsync?wait=1000", { input: { n: 3 } });
+      let syncId = "";
+      await until(async () => {
+        const res = await call("GET", "/v2/echo/job-take/w2");
+        if (res.status === 200) syncId = ((await res.json()) as { id: string }).id;
+        return syncId !== "";
+      }, "the runsync job to be taken");
+      expect((await call("POST", `/v2/echo/job-done/w2/${syncId}`, { output: 4 })).status).toBe(200);
+      expect((await sync).status).toBe(200);
+      expect(seen).toEqual([
+        "POST /v2/echo/run 200",
+        "GET /v2/echo/job-take/w1 200",
+        `POST /v2/echo/job-done/w1/${id} 200`,
+        `GET /v2/echo/status/${id} 200`,
+        "GET /v2/echo/job-take-batch/w1 204",
+        ...seen.filter((s) => s === "GET /v2/echo/job-take/w2 204"),
+        "GET /v2/echo/job-take/w2 200",
+        `POST /v2/echo/job-done/w2/${syncId} 200`,
+        "POST /v2/echo/runsync 200",
+      ]);
+      // And the routes Hono answers.
+      expect((await call("GET", "/v2/echo/health")).status).toBe(200);
+      expect(seen.at(-1)).toBe("GET /v2/echo/health 200");
+    } finally {
+      metrics.close();
+      stats.close();
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
