@@ -12,6 +12,13 @@
  * the most overhead the queue can add). Through the endpoint it measures POST /runsync
  * (worker-vllm input, not streamed) and POST /openai/v1/chat/completions with stream: true
  * (SSE, read to [DONE]). It prints figures and asserts only that every request succeeded.
+ *
+ * Then streaming latency as LLM servers measure it: time to first token and the gaps between
+ * streamed texts (p50, p99), through the OpenAI route and through node-llama-cpp directly, with
+ * the demo model paced to stand for a real one (--speeds, tokens/s) and --streams at once, and
+ * the worker's stream posts per token. --flush-ms sets the endpoints' streamFlushMs.
+ *
+ *   bun scripts/bench-text.ts --speeds 20,50,200 --streams 1,8 --stream-tokens 64 [--flush-ms 50]
  */
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -19,6 +26,7 @@ import { parseArgs } from "node:util";
 import { getLlama, getLlamaGpuTypes, LlamaCompletion, LlamaLogLevel } from "node-llama-cpp";
 import { writeTinyGguf } from "../handlers/text/tiny-gguf.ts";
 import { benchCli } from "./bench/cli.ts";
+import { directLatency, spoolLatency, type LatencyRow } from "./bench/text-latency.ts";
 import { exitCleanup } from "./bench/exit-cleanup.ts";
 import { machine } from "./bench/machine.ts";
 import { stopProcess } from "./bench/processes.ts";
@@ -29,7 +37,8 @@ import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
 
 const cli = benchCli(
   "bench-text",
-  "usage: bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]",
+  "usage: bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]\n" +
+    "                                 [--speeds 20,50,200] [--streams 1,8] [--stream-tokens 64] [--flush-ms MS] [--latency-only]",
 );
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
@@ -40,6 +49,11 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "4" },
     sequences: { type: "string", default: "4" },
     threads: { type: "string", default: "0" },
+    speeds: { type: "string", default: "20,50,200" },
+    streams: { type: "string", default: "1,8" },
+    "stream-tokens": { type: "string", default: "64" },
+    "flush-ms": { type: "string" },
+    "latency-only": { type: "boolean" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -50,6 +64,11 @@ const tokens = cli.int("tokens", flags.tokens);
 const rounds = cli.int("rounds", flags.rounds);
 const sequences = cli.int("sequences", flags.sequences);
 const threadsFlag = cli.int("threads", flags.threads, 0);
+const list = (name: string, v: string) => v.split(",").map((x) => cli.int(name, x));
+const speeds = list("speeds", flags.speeds!);
+const streams = list("streams", flags.streams!);
+const streamTokens = cli.int("stream-tokens", flags["stream-tokens"]!);
+const flushMs = flags["flush-ms"] === undefined ? undefined : cli.int("flush-ms", flags["flush-ms"], 0);
 
 const dir = makeTempDir("spool-bench-text-");
 let server: SpoolProcess | undefined;
@@ -150,10 +169,15 @@ const gpuTypes = await getLlamaGpuTypes("supported");
 const gpus = gpuTypes.filter(Boolean);
 console.log(`bench-text: ${flags.model ? model : "tiny demo GGUF (generated)"}, device ${device}, ${tokens} tokens per request, ${rounds} rounds, ${sequences} sequences`);
 const m = machine();
-console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none on this machine (no GPU machine in this session): CPU figures only"}`);
+console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none found: CPU figures only"}`);
+const latency: LatencyRow[] = [];
 try {
-  await direct();
-  await throughEndpoint();
+  if (!flags["latency-only"]) {
+    await direct();
+    await throughEndpoint();
+  }
+  const settings = { model, dir, tokens: streamTokens, speeds, concurrencies: streams, rounds: 2, prompt: PROMPT, flushMs };
+  latency.push(...(await directLatency(settings)), ...(await spoolLatency(settings)));
 } finally {
   await cleanup.run();
 }
@@ -166,3 +190,23 @@ const tableRows = rows.map((r) => {
 });
 console.log("");
 printTable(["path", "concurrent", "requests", "tokens", "s", "tokens/s", "vs direct"], "lrrrrrr", tableRows);
+
+console.log("");
+console.log(`streaming latency: ${streamTokens} tokens a stream, ${flushMs === undefined ? "streamFlushMs default" : `streamFlushMs ${flushMs}`}; ms`);
+const directItl = new Map(latency.filter((r) => r.path.endsWith("direct")).map((r) => [`${r.tokensPerSecond}x${r.concurrency}`, r]));
+printTable(
+  ["path", "tokens/s", "streams", "n", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "ITL p99 - direct", "posts/token"],
+  "lrrrrrrrrr",
+  latency.map((r) => [
+    r.path,
+    String(r.tokensPerSecond),
+    String(r.concurrency),
+    String(r.streams),
+    r.ttftP50.toFixed(1),
+    r.ttftP99.toFixed(1),
+    r.itlP50.toFixed(1),
+    r.itlP99.toFixed(1),
+    (r.itlP99 - directItl.get(`${r.tokensPerSecond}x${r.concurrency}`)!.itlP99).toFixed(1),
+    r.postsPerToken === undefined ? "" : r.postsPerToken.toFixed(2),
+  ]),
+);

@@ -14,6 +14,8 @@ export interface EngineSettings {
   contextSize: number;
   /** CPU threads; 0: one less than the cores. */
   threads: number;
+  /** Each token is handed on no sooner than this long after the one before (0: at once). */
+  tokenDelayMs?: number;
 }
 
 export interface ChatMessage {
@@ -234,13 +236,23 @@ export class TextEngine {
         )
         .finally(() => wake?.());
 
+      // A paced engine (tokenDelayMs) stands for a slower model: each token waits for its turn.
+      const pace = this.settings.tokenDelayMs ?? 0;
+      let due = performance.now();
+      const paced = async (event: GenerationEvent) => {
+        if (!pace || event.type !== "text" || !event.tokens) return event;
+        due = Math.max(due, performance.now() - pace) + pace * event.tokens;
+        const wait = due - performance.now();
+        if (wait > 0) await Bun.sleep(wait);
+        return event;
+      };
       for (;;) {
-        while (queue.length) yield queue.shift()!;
+        while (queue.length) yield await paced(queue.shift()!);
         if (end || failure) break;
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
       }
-      while (queue.length) yield queue.shift()!;
+      while (queue.length) yield await paced(queue.shift()!);
       if (failure) throw failure;
       // Tokens that made no text (a stop text, half a character) still count.
       if (unsent) yield { type: "text", text: "", tokens: unsent };

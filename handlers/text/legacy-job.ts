@@ -31,7 +31,7 @@ export async function* legacyJob(engine: TextEngine, input: LegacyInput, options
     signal: ctx.signal,
   });
   const sizes = input.stream
-    ? { min: input.min_batch_size, max: input.max_batch_size, growth: input.batch_size_growth_factor }
+    ? { min: input.min_batch_size, max: input.max_batch_size, growth: input.batch_size_growth_factor, flushMs: options.streamFlushMs }
     : { min: Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER, growth: 1 };
   const text: string[] = [];
   let index = 0;

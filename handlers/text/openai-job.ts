@@ -63,7 +63,7 @@ export async function* openaiJob(engine: TextEngine, input: OpenaiInput, options
       ? { index: 0, delta: { ...(role ? { role: "assistant" } : {}), ...(text !== undefined ? { content: text } : {}) }, logprobs: null, finish_reason: finish }
       : { index: 0, text: text ?? "", logprobs: null, finish_reason: finish };
   let first = true;
-  for await (const batch of tokenBatches(events, SIZES)) {
+  for await (const batch of tokenBatches(events, { ...SIZES, flushMs: options.streamFlushMs })) {
     const text = batch.pieces.join("");
     if (text || first) yield { ...chunkHead, choices: [choice(text, null, first)] };
     first = false;

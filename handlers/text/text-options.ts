@@ -23,6 +23,17 @@ export const textOptionsSchema = z.strictObject({
   contextSize: z.number().int().min(64).max(1_048_576).default(2048),
   /** CPU threads for llama.cpp; 0 picks one less than the cores (at least 1). @default 0 */
   threads: z.number().int().min(0).max(1024).default(0),
+  /**
+   * A streamed answer's tokens go out in batches that grow with the answer (1, 3, 9, 27, 50...),
+   * and a batch goes out this long after its first token at the latest, full or not: the most a
+   * token waits, whatever the model's speed. @default 50
+   */
+  streamFlushMs: z.number().int().min(0).max(10_000).default(50),
+  /**
+   * Holds each generated token this long after the one before: the demo model then stands for a
+   * slower real model (20 tokens/s is 50). Benchmarks use it. @default 0
+   */
+  tokenDelayMs: z.number().min(0).max(10_000).default(0),
   /** max_tokens of a request that sets none. @default 256 */
   defaultMaxTokens: z.number().int().min(1).default(256),
   /** US dollars per million prompt tokens, reported in each job's cost. @default 0 */
