@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
+import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,16 +15,12 @@ if (process.versions.bun) {
   await import(cli);
 } else {
   const bun = findBun();
-  if (!bun) {
-    console.error("spool: no Bun binary found (the `bun` package, a dependency of spool, is missing): reinstall spool, or install Bun (https://bun.sh)");
-    process.exit(1);
-  }
   const child = spawn(bun, [cli, ...process.argv.slice(2)], { stdio: "inherit" });
   // The child gets Ctrl-C from the terminal itself; a signal sent to this process only is passed on.
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => child.kill(sig));
-  child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 + (signal === "SIGINT" ? 2 : 15) : 1)));
+  child.on("exit", (code, signal) => process.exit(code ?? 128 + (constants.signals[signal] ?? 0)));
   child.on("error", (err) => {
-    console.error(`spool: could not start ${bun}: ${err.message}`);
+    console.error(`spool: could not start Bun (${bun}: ${err.message}); the bun package, a dependency of spool, is missing or incomplete: reinstall spool`);
     process.exit(1);
   });
 }
