@@ -48,6 +48,20 @@ describe("a handler project from an empty folder", () => {
     }
     expect(Bun.which("bun", { PATH: env.PATH })).toBeNull();
     expect(run([spool(app), "help"], app, env).stdout).toContain("spool init [DIR]");
+    // bunx runs the same bin (under Bun it imports the CLI instead of starting a second Bun).
+    expect(run([join(app, "node_modules", ".bin", "bunx"), "--bun", "spool", "help"], app, env).stdout).toContain("spool init [DIR]");
+  }, 120_000);
+
+  test("bun add of the package installs the same, and its bin runs", () => {
+    const added = join(dir, "bun-add");
+    mkdirSync(added);
+    writeFileSync(join(added, "package.json"), JSON.stringify({ name: "bun-add", private: true, type: "module" }));
+    run([join(app, "node_modules", "bun", "bin", "bun.exe"), "add", tarball], added, env);
+    console.log(describeInstall("plain project (bun add)", added));
+    for (const heavy of ["onnxruntime-node", "node-llama-cpp", "sharp", "@huggingface/transformers", "@scalar/api-reference"]) {
+      expect(existsSync(join(added, "node_modules", heavy))).toBe(false);
+    }
+    expect(run([spool(added), "help"], added, env).stdout).toContain("spool init [DIR]");
   }, 120_000);
 
   test("spool init scaffolds a project whose npm install && npm test pass", () => {
