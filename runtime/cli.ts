@@ -6,6 +6,7 @@ import { ConfigError } from "./config/config.ts";
 
 const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference jobs
 
+  spool init [DIR] [--spool SPEC]                          scaffold a handler project (package.json, handler, test, spool.toml)
   spool serve [--port 8080] [--data DIR] [--config FILE] [--store redis://HOST:PORT]
                                                            run the queue server (embedded store, or Redis)
   (keys, usage: --store redis://... works on a Redis store too)
@@ -57,6 +58,8 @@ async function main(argv: string[]): Promise<number> {
       const { values } = parseArgs({ args: rest, options: { data: { type: "string" }, config: { type: "string" }, store: { type: "string" } } });
       return (await import("./cli/usage-command.ts")).usageCommand(values);
     }
+    case "init":
+      return (await import("./cli/init-command.ts")).initCommand(rest);
     case "worker":
       return (await import("./cli/worker-commands.ts")).workerCommand(rest);
     case "run":

@@ -1,4 +1,5 @@
 import { defineHandler } from "../../sdk/index.ts";
+import { loadOptional } from "../optional-packages.ts";
 import { imageCost } from "./cost.ts";
 import { imageInput } from "./input-schema.ts";
 import { imageOptions, VARIANTS, type Variant } from "./options.ts";
@@ -24,7 +25,7 @@ export function createImageHandler(variant: Variant) {
     options: imageOptions(variant),
     concurrency: 1,
     async setup(options) {
-      const { loadImageModel } = await import("./load-model.ts");
+      const { loadImageModel } = await loadOptional("image", () => import("./load-model.ts"));
       pipeline = await loadImageModel(variant, options);
     },
     async handler(job, ctx) {
@@ -49,7 +50,7 @@ export function createImageHandler(variant: Variant) {
           onStep: (step, steps) => ctx.progress({ step, steps }).catch(() => {}),
         },
       );
-      const { encodeImage } = await import("./encode-image.ts");
+      const { encodeImage } = await loadOptional("image", () => import("./encode-image.ts"));
       const { bytes, contentType } = await encodeImage(rgb, input.width, input.height, input.image_format);
       const imageUrl = await ctx.upload(`image.${input.image_format === "png" ? "png" : "jpg"}`, bytes, contentType);
       ctx.log.info("image generated", { seed, width: input.width, height: input.height, steps: input.num_inference_steps });

@@ -1,5 +1,6 @@
 import type { ChatHistoryItem, ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel, LlamaText, Token } from "node-llama-cpp";
 import { HandlerError } from "../../sdk/index.ts";
+import { loadOptional } from "../optional-packages.ts";
 import { EngineStats, type EngineMetrics } from "./engine-stats.ts";
 
 export type Device = "cpu" | "cuda" | "vulkan";
@@ -85,7 +86,7 @@ export class TextEngine {
    * download), and its context.
    */
   static async load(config: Omit<EngineSettings, "modelPath">, modelFile: () => Promise<string>): Promise<TextEngine> {
-    const lib = await import("node-llama-cpp");
+    const lib = await loadOptional("text", () => import("node-llama-cpp"));
     let llama: Llama;
     try {
       llama = await lib.getLlama({
