@@ -60,6 +60,11 @@ export class ManualClock implements Clock {
     for (const s of [...this.#sleepers]) if (s.at <= this.#now) s.resolve();
   }
 
+  /** When each pending sleep falls due, earliest first: shows that a wait is still parked, and until when. */
+  get dueTimes(): number[] {
+    return [...this.#sleepers].map((s) => s.at).sort((a, b) => a - b);
+  }
+
   /** How many sleeps are pending: lets a test wait until a long-poll is parked. */
   get sleeping(): number {
     return this.#sleepers.size;

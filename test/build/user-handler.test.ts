@@ -2,6 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ortCudaProvider } from "../helpers/gpu.ts";
 import { bareCopy, buildHandler, ROOT } from "./built-binary.ts";
 
 const built = buildHandler(join(ROOT, "test/fixtures/sharp-handler.ts"));
@@ -25,7 +26,7 @@ describe("a user handler with native packages", () => {
     expect(readdirSync(join(bare.dir, "tmp", `spool-cache-${process.getuid!()}`)).filter((n) => n.startsWith("native-"))).toHaveLength(1);
   }, 60_000);
 
-  test("--gpu cuda without onnxruntime's CUDA libraries fails the build with the command that installs them", () => {
+  test.if(!ortCudaProvider())("--gpu cuda without onnxruntime's CUDA libraries fails the build with the command that installs them", () => {
     const dir = mkdtempSync(join(tmpdir(), "spool-gpu-"));
     try {
       const outfile = join(dir, "image-cuda");

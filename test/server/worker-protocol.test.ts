@@ -158,13 +158,16 @@ describe("stream", () => {
 });
 
 describe("ping and job-stop", () => {
-  test("pings keep a worker alive in health; an unhealthy report is accepted", async () => {
+  test("pings keep a worker alive in health; an unhealthy report counts it unhealthy until a healthy ping", async () => {
     await using srv = await startTestServer();
     const w = protocolWorker(srv, "echo", "w1");
     expect((await w.ping()).status).toBe(200);
     expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 1, running: 0, initializing: 0, unhealthy: 0 });
     const res = await srv.call("GET", "/v2/echo/ping/w1?status=unhealthy&check=gpu&reason=ECC", undefined, { auth: srv.key });
     expect(res.status).toBe(200);
+    expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 1 });
+    expect((await w.ping()).status).toBe(200);
+    expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toEqual({ idle: 1, running: 0, initializing: 0, unhealthy: 0 });
   });
 
   test("job-stop answers 204 when there is nothing to stop", async () => {

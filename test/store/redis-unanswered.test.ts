@@ -55,7 +55,7 @@ describe("redis store, when Redis stops answering", () => {
     }
   });
 
-  test("closing the store while Redis does not answer ends within the reply timeout", async () => {
+  test("closing the store while Redis does not answer ends, its slot's return failing after the reply timeout instead of waiting", async () => {
     await using redis = await startOwnRedis();
     const store = await connect(redis.url);
     const held = await store.admitRequest("ep:run", { requests: 100, concurrent: 2 }, 10_000, Date.now());

@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { spawnProcess } from "../helpers/spawned.ts";
 import { startTestServer } from "../helpers/test-server.ts";
+import { until } from "../helpers/until.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const CLI = join(ROOT, "runtime/cli.ts");
@@ -29,6 +30,34 @@ describe("spool worker", () => {
     const [code, body] = await srv.json("POST", "/v2/echo/runsync", { input: { hello: "runpod" } });
     expect(code).toBe(200);
     expect(body).toMatchObject({ status: "COMPLETED", output: { hello: "runpod" }, workerId: "pod-42" });
+  });
+
+  test("cancel reaches one job among three running at once in a `spool worker` process; the others run on", async () => {
+    await using srv = await startTestServer(polling);
+    const dir = mkdtempSync(join(tmpdir(), "spool-cancel-"));
+    try {
+      await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/hold-many-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+      const ids: string[] = [];
+      for (const n of [0, 1, 2]) ids.push((await srv.json("POST", "/v2/echo/run", { input: { stopped: join(dir, `stopped-${n}`) } }))[1].id);
+      const status = async (id: string) => (await srv.json("GET", `/v2/echo/status/${id}`))[1].status;
+      await until(async () => (await Promise.all(ids.map(status))).every((s) => s === "IN_PROGRESS"), "all three jobs to run");
+      expect(await srv.json("POST", `/v2/echo/cancel/${ids[1]}`)).toEqual([200, { id: ids[1], status: "CANCELLED" }]);
+      // The cancelled job's handler saw its signal, in the worker process.
+      await until(() => existsSync(join(dir, "stopped-1")), "the cancelled handler's signal");
+      expect(readFileSync(join(dir, "stopped-1"), "utf8")).toBe("JobCancelled");
+      // The other two are still running, and their handlers were never told to stop: the worker
+      // is still holding them when it reports in (its heartbeat lists them).
+      expect(await Promise.all(ids.map(status))).toEqual(["IN_PROGRESS", "CANCELLED", "IN_PROGRESS"]);
+      expect(await srv.json("POST", `/v2/echo/cancel/${ids[2]}`)).toEqual([200, { id: ids[2], status: "CANCELLED" }]);
+      await until(() => existsSync(join(dir, "stopped-2")), "the second cancelled handler's signal");
+      expect(existsSync(join(dir, "stopped-0"))).toBe(false);
+      expect(await status(ids[0]!)).toBe("IN_PROGRESS");
+      // The last one too, so that the worker stops at once when the test ends.
+      await srv.json("POST", `/v2/echo/cancel/${ids[0]}`);
+      await until(() => existsSync(join(dir, "stopped-0")), "the last cancelled handler's signal");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("a worker that asks to be replaced is: a new process with a new worker id takes the next job", async () => {

@@ -10,8 +10,7 @@ describe("imageCost = width * height / 1e6 * price, rounded up after the 10th de
     expect(imageCost(1536, 1536, 0.02)).toBe(0.04718592);
     expect(imageCost(1536, 1536, 0.0024)).toBe(0.0056623104);
     expect(imageCost(1536, 256, 0.0024)).toBe(0.0009437184);
-    // rounding up in binary floating point would charge 0.0196608001 here
-    expect(Math.ceil(((1280 * 768) / 1e6) * 0.02 * 1e10) / 1e10).toBe(0.0196608001);
+    // 1280*768/1e6 * 0.02 is 0.0196608 exactly; a naive round-up in binary floating point gives 0.0196608001
     expect(imageCost(1280, 768, 0.02)).toBe(0.0196608);
   });
 

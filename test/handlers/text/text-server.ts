@@ -31,7 +31,8 @@ export interface TextServer extends AsyncDisposable {
  */
 export async function startTextServer(options: Record<string, unknown> = {}, rateLimits: Record<string, unknown> = {}): Promise<TextServer> {
   const files = tinyModelDir();
-  const raw = { model: files.model, sequences: 4, contextSize: 512, inputPricePerMillion: 0.5, outputPricePerMillion: 1.5, ...options };
+  // Batches close by count only here, whatever the machine's speed (the time flush has tests of its own).
+  const raw = { model: files.model, sequences: 4, contextSize: 512, inputPricePerMillion: 0.5, outputPricePerMillion: 1.5, streamFlushMs: 10_000, ...options };
   const srv = await startTestServer({
     // Long-polls wake on events, so parked takes and stop polls cost no time.
     server: { takeWaitMs: 30_000, stopWaitMs: 30_000, streamWaitMs: 0, scaleIntervalMs: 3_600_000 },

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { floorWorkers, targetWorkers, type ScaleInput } from "../../../runtime/server/scaling/scale-decision.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite/sqlite-store.ts";
 
 type Over = Omit<Partial<ScaleInput>, "config" | "stats"> & { config?: Partial<ScaleInput["config"]>; stats?: Partial<ScaleInput["stats"]> };
 
@@ -63,8 +64,19 @@ describe("QUEUE_DELAY", () => {
     expect(floorWorkers(qd({ current: 3, stats: { queued: 0, inProgress: 0 }, config: { workersMin: 1 } }))).toBe(1);
   });
 
-  test("queued lowPriority jobs are not in stats.queued, so an endpoint with only those stays at zero", () => {
-    // The store counts lowPriority jobs apart (queuedLowPriority); the decision never sees them.
-    expect(targetWorkers(qd({ current: 0, stats: { queued: 0, inProgress: 0 } }))).toBe(0);
+  test("an endpoint with only lowPriority jobs queued stays at zero; one normal job starts a worker", async () => {
+    const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
+    try {
+      const now = 100_000;
+      const job = (id: string, lowPriority: boolean) => ({ id, endpointId: "ep", input: {}, sync: false, policy: { executionTimeout: 60_000, ttl: 86_400_000, lowPriority } });
+      for (const id of ["a", "b", "c"]) await store.enqueue(job(id, true), now);
+      const low = await store.scalingStats("ep", now + 60_000, 60_000);
+      expect(low.queuedLowPriority).toBe(3);
+      expect(targetWorkers(qd({ current: 0, now: now + 60_000, stats: low }))).toBe(0);
+      await store.enqueue(job("d", false), now + 60_000);
+      expect(targetWorkers(qd({ current: 0, now: now + 60_000, stats: await store.scalingStats("ep", now + 60_000, 60_000) }))).toBe(1);
+    } finally {
+      await store.close();
+    }
   });
 });
