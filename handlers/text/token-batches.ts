@@ -29,11 +29,11 @@ type Next = IteratorResult<GenerationEvent, GenerationEnd>;
 const TIMED_OUT = Symbol("timed out");
 
 /**
- * Groups a generation's text into batches of growing token counts. A full batch is held until the
- * next token arrives, so that the last batch is known to be the last and carries `end`, unless
- * its first token has waited `flushMs`: then it goes out at once, as a batch that is not full
- * does, and `end` may come in a last batch with no text. A generation always gives at least one
- * batch.
+ * Groups a generation's text into batches of growing token counts. With `flushMs` (streams), a
+ * batch goes out as soon as it is full, or `flushMs` after its first token if it is not, and
+ * `end` may come in a last batch with no text. Without it, a full batch is held until the next
+ * token arrives, so that the last batch is known to be the last and carries `end`. A generation
+ * always gives at least one batch.
  */
 export async function* tokenBatches(
   events: AsyncGenerator<GenerationEvent, GenerationEnd>,
@@ -45,7 +45,7 @@ export async function* tokenBatches(
   let outputTokens = 0;
   let batch: TokenBatch | undefined;
   let full: TokenBatch | undefined;
-  /** When the first token of what is held (a full batch or the one filling; never both) arrived. */
+  /** When the first token of the batch filling arrived. */
   let heldSince = 0;
   let pending: Promise<Next> | undefined;
   try {
@@ -82,9 +82,10 @@ export async function* tokenBatches(
       batch.tokens += event.tokens;
       batch.outputTokens = outputTokens;
       if (batch.tokens >= size) {
-        full = batch;
-        batch = undefined;
         size = Math.min(sizes.max, Math.ceil(size * sizes.growth));
+        if (sizes.flushMs !== undefined) yield batch;
+        else full = batch;
+        batch = undefined;
       }
     }
   } finally {
