@@ -34,10 +34,8 @@
  * command a step, no script) beside Spool's Redis store and BullMQ, for each shape; then one and
  * two floor servers sharing their queue through Redis (the least a second server costs here).
  * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run, beside BullMQ's
- * worker processes and on Redis: on a machine that runs 10,000 jobs a second, 5,000 timed after
- * 2,000 untimed measured the server's JIT compilation as much as the queue (20,000 after 10,000
- * raised Spool's rate with batches by about a quarter, BullMQ's by less than a tenth; on Redis,
- * 10,000 untimed rather than 1,000 raised Spool's with batches by about a tenth).
+ * worker processes and on Redis: the untimed jobs keep the server's JIT compilation out of the
+ * timed window, which a short warm-up does not on a machine running 10,000 jobs a second.
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
