@@ -220,7 +220,7 @@ try {
   printTable(["whole 4-step image", "endpoint (POST /runsync, png, upload)", "FluxPipeline in-process", "ratio"], "lrrr", whole, plain);
   console.log("");
   await precisionTable();
-  console.log(`\nGPU: not measured. No GPU machine was available in this session; on this machine:\n${await gpuNote()}`);
+  console.log(`\nGPU: not measured by this script; on this machine:\n${await gpuNote()}`);
 } finally {
   await cleanup.run();
 }

@@ -2,7 +2,7 @@
 /**
  * Model binary benchmark: the image-fast and text handlers built with `spool build` into single
  * files, against the same handlers run from source (`bun runtime/cli.ts worker <handler>`, the
- * reference the issue names).
+ * reference).
  *
  * Per model it prints the binary's size and what it embeds, then, runs interleaved:
  *   - first start: spawn -> first GET job-take with an empty cache (extraction included);

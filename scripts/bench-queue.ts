@@ -34,10 +34,8 @@
  * command a step, no script) beside Spool's Redis store and BullMQ, for each shape; then one and
  * two floor servers sharing their queue through Redis (the least a second server costs here).
  * `--jobs` and `--warm` are the timed and the untimed jobs of each throughput run, beside BullMQ's
- * worker processes and on Redis: on a machine that runs 10,000 jobs a second, 5,000 timed after
- * 2,000 untimed measured the server's JIT compilation as much as the queue (20,000 after 10,000
- * raised Spool's rate with batches by about a quarter, BullMQ's by less than a tenth; on Redis,
- * 10,000 untimed rather than 1,000 raised Spool's with batches by about a tenth).
+ * worker processes and on Redis: the untimed jobs keep the server's JIT compilation out of the
+ * timed window, which a short warm-up does not on a machine running 10,000 jobs a second.
  * `--store redis` is `--mode redis`. It prints figures; it asserts only that every job it
  * submitted completed. To profile the servers it starts, pass bun flags for them in
  * SPOOL_BENCH_SERVER_FLAGS, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof" (one file per server).
@@ -51,7 +49,7 @@ import { machine, machineLine } from "./bench/machine.ts";
 import { bullThroughput, redisAndBullVersions } from "./bench/queue-bullmq.ts";
 import { profile } from "./bench/queue-monitor.ts";
 import { f1, f2, printLatency, printProfiles, printRatios, printRedisFloor, printThroughput, rate } from "./bench/queue-report.ts";
-import { createQueueSession } from "./bench/queue-session.ts";
+import { createQueueRig } from "./bench/queue-rig.ts";
 import { floorLatency, runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
 import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
@@ -115,11 +113,11 @@ if (flags.store !== undefined && flags.store !== "embedded" && flags.store !== "
   cli.fail(`--store must be embedded or redis, got ${flags.store}`);
 }
 
-const session = createQueueSession({ jobs: JOBS, warm: WARM, clients: CLIENTS, runsync: RUNSYNC });
-const cleanup = exitCleanup(session.close, {
+const rig = createQueueRig({ jobs: JOBS, warm: WARM, clients: CLIENTS, runsync: RUNSYNC });
+const cleanup = exitCleanup(rig.close, {
   onSignal: (sig) => console.error(`bench-queue: ${sig}, stopping the servers and redis-server`),
   // Last resort (an exit before cleanup ran): no child and no temp dir outlives this process.
-  onExit: session.killAll,
+  onExit: rig.killAll,
 });
 
 async function main(): Promise<void> {
@@ -152,20 +150,20 @@ async function main(): Promise<void> {
     { name: `4x${BATCH}`, label: `4 workers × ${BATCH} (Spool job-take-batch of ${BATCH})`, workers: 4, size: BATCH, concurrency: BATCH },
   ];
   if (MODE !== "redis") {
-    const redis = await session.startRedis();
-    redisInfo = await redisAndBullVersions(session);
+    const redis = await rig.startRedis();
+    redisInfo = await redisAndBullVersions(rig);
     console.log(`embedded store beside BullMQ (${redisInfo}), worker processes:`);
     for (let round = 1; round <= ROUNDS; round++) {
       for (const sh of processShapes) {
         // Every system runs once a round; even rounds run them in the opposite order, so that
         // none is always first (or always right after BullMQ) on a machine whose speed drifts.
         const steps: (() => Promise<ProcessRun>)[] = [
-          () => spoolProcesses(session, { ...sh, shape: sh.name }),
-          ...(BASELINE ? [() => spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } })] : []),
-          ...(flags.floor ? [() => spoolProcesses(session, { ...sh, shape: sh.name, as: { system: "protocol floor" } })] : []),
+          () => spoolProcesses(rig, { ...sh, shape: sh.name }),
+          ...(BASELINE ? [() => spoolProcesses(rig, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } })] : []),
+          ...(flags.floor ? [() => spoolProcesses(rig, { ...sh, shape: sh.name, as: { system: "protocol floor" } })] : []),
           async () => {
             await redis.client.send("FLUSHALL", []);
-            return bullProcesses(session, { ...sh, shape: sh.name });
+            return bullProcesses(rig, { ...sh, shape: sh.name });
           },
         ];
         const done: ProcessRun[] = [];
@@ -178,28 +176,28 @@ async function main(): Promise<void> {
       }
     }
     console.log("embedded store under a backlog:");
-    for (const b of await backlogRuns(session, BACKLOG, SUBMITS, TAKES)) {
+    for (const b of await backlogRuns(rig, BACKLOG, SUBMITS, TAKES)) {
       backlog.push(b);
       console.log(`  ${b.queued} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
     }
     console.log("embedded store by payload size:");
     // About 6 MB carried per size (at least 20 jobs): the 1 MB row is as long as the 1 KB one.
-    payload = await payloadRuns(session, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))));
+    payload = await payloadRuns(rig, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))));
     for (const p of payload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
-    const l = await runsyncLatency(session, false);
+    const l = await runsyncLatency(rig, false);
     lat.push(...l);
     console.log(`  runsync: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms\n`);
-    if (flags.floor) lat.push(await floorLatency(session));
+    if (flags.floor) lat.push(await floorLatency(rig));
   }
 
   if (MODE !== "embedded") {
-    const redis = session.redis ?? (await session.startRedis());
-    redisInfo = await redisAndBullVersions(session);
+    const redis = rig.redis ?? (await rig.startRedis());
+    redisInfo = await redisAndBullVersions(rig);
     console.log(`Redis store and BullMQ on one ${redisInfo}, port ${redis.port}:`);
     for (const sh of shapes) {
       for (const servers of [1, 2]) {
         await redis.client.send("FLUSHALL", []);
-        const r = await spoolThroughput(session, { ...sh, name: `${sh.name}-s${servers}`, shape: sh.name, servers, redis: true });
+        const r = await spoolThroughput(rig, { ...sh, name: `${sh.name}-s${servers}`, shape: sh.name, servers, redis: true });
         onRedis.push(r);
         log(r);
       }
@@ -208,28 +206,28 @@ async function main(): Promise<void> {
       for (const { servers, shared } of floors) {
         await redis.client.send("FLUSHALL", []);
         const name = `${sh.name}-floor${shared ? "-shared" : ""}-s${servers}`;
-        const r = await spoolThroughput(session, { ...sh, name, shape: sh.name, servers, redis: true, floor: true, shared });
+        const r = await spoolThroughput(rig, { ...sh, name, shape: sh.name, servers, redis: true, floor: true, shared });
         onRedis.push(r);
         log(r);
       }
       await redis.client.send("FLUSHALL", []);
       const label = sh.size === null ? sh.label : `${sh.workers} workers × ${sh.concurrency} (Worker concurrency ${sh.concurrency})`;
-      const b = await bullThroughput(session, { label, shape: sh.name, workers: sh.workers, concurrency: sh.concurrency });
+      const b = await bullThroughput(rig, { label, shape: sh.name, workers: sh.workers, concurrency: sh.concurrency });
       onRedis.push(b);
       log(b);
     }
     console.log("Redis store by payload size:");
-    redisPayload = await payloadRuns(session, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))), true);
+    redisPayload = await payloadRuns(rig, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))), true);
     for (const p of redisPayload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU, ${p.redisCpuUs!.toFixed(0)} µs redis-server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
-    const l = await runsyncLatency(session, true);
+    const l = await runsyncLatency(rig, true);
     lat.push(...l);
     console.log(`  runsync on Redis: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms`);
     if (PROFILE > 0) {
       await redis.client.send("FLUSHALL", []);
       const w1 = shapes[0];
-      const sp = await profile(redis, (probe) => spoolThroughput(session, { ...w1, name: "profile", servers: 1, redis: true, jobs: PROFILE, probe }));
+      const sp = await profile(redis, (probe) => spoolThroughput(rig, { ...w1, name: "profile", servers: 1, redis: true, jobs: PROFILE, probe }));
       profiles.push({ label: "Spool, 1 server, 1 worker × 1", ...sp });
-      const bp = await profile(redis, (probe) => bullThroughput(session, { label: w1.label, shape: "profile", workers: 1, concurrency: 1, jobs: PROFILE, probe }));
+      const bp = await profile(redis, (probe) => bullThroughput(rig, { label: w1.label, shape: "profile", workers: 1, concurrency: 1, jobs: PROFILE, probe }));
       profiles.push({ label: "BullMQ, 1 worker × 1", ...bp });
       console.log(`  MONITOR pass (${PROFILE} jobs each, untimed): done`);
     }
@@ -270,4 +268,4 @@ async function main(): Promise<void> {
   console.log(`total ${f1((performance.now() - t0) / 1000)} s`);
 }
 
-await runBench("bench-queue", main, cleanup, session.outputs);
+await runBench("bench-queue", main, cleanup, rig.outputs);

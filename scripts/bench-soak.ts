@@ -20,7 +20,7 @@ import { machine, machineLine } from "./bench/machine.ts";
 import { processCpu } from "./bench/process-cpu.ts";
 import { stopProcess } from "./bench/processes.ts";
 import { queueClient } from "./bench/queue-client.ts";
-import { createQueueSession, ENDPOINT } from "./bench/queue-session.ts";
+import { createQueueRig, ENDPOINT } from "./bench/queue-rig.ts";
 import { REPO_ROOT } from "./bench/spool-process.ts";
 import { printTable } from "./bench/table.ts";
 
@@ -50,14 +50,14 @@ const QUEUED = cli.int("queued", flags.queued!);
 /** Untimed, before the first window: the processes start and their JIT warms. */
 const WARM_UP_MS = 5_000;
 
-const session = createQueueSession({ jobs: 0, warm: 0, clients: SUBMITTERS, runsync: 0 });
+const rig = createQueueRig({ jobs: 0, warm: 0, clients: SUBMITTERS, runsync: 0 });
 const workers: Bun.Subprocess[] = [];
 const cleanup = exitCleanup(
   async () => {
     await Promise.all(workers.map((w) => stopProcess(w, 5_000)));
-    await session.close();
+    await rig.close();
   },
-  { onExit: () => (workers.forEach((w) => w.kill("SIGKILL")), session.killAll()) },
+  { onExit: () => (workers.forEach((w) => w.kill("SIGKILL")), rig.killAll()) },
 );
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
@@ -78,8 +78,8 @@ async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
   console.log(`spool soak (${ON_REDIS ? "Redis" : "embedded"} store): ${SECONDS} s in windows of ${WINDOW} s, ${WORKERS} worker processes, ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued`);
   console.log(`machine: ${info}\n`);
-  const store = ON_REDIS ? `${(await session.startRedis()).url}?prefix=soak` : undefined;
-  const server = await session.startServer("soak", { store });
+  const store = ON_REDIS ? `${(await rig.startRedis()).url}?prefix=soak` : undefined;
+  const server = await rig.startServer("soak", { store });
   const c = queueClient(server);
   for (let i = 0; i < WORKERS; i++) {
     const args = ["worker", join(REPO_ROOT, "handlers/examples/echo.ts"), "--url", server.url, "--endpoint", ENDPOINT];
@@ -160,4 +160,4 @@ async function main(): Promise<void> {
   console.log("CPU is user+system per window from /proc (10 ms ticks); RSS from /proc; JS heap from the server's /metrics (nodejs_heap_size_used_bytes).");
 }
 
-await runBench("bench-soak", main, cleanup, session.outputs);
+await runBench("bench-soak", main, cleanup, rig.outputs);

@@ -169,7 +169,7 @@ const gpuTypes = await getLlamaGpuTypes("supported");
 const gpus = gpuTypes.filter(Boolean);
 console.log(`bench-text: ${flags.model ? model : "tiny demo GGUF (generated)"}, device ${device}, ${tokens} tokens per request, ${rounds} rounds, ${sequences} sequences`);
 const m = machine();
-console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none found: CPU figures only"}`);
+console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none on this machine: CPU figures only"}`);
 const latency: LatencyRow[] = [];
 try {
   if (!flags["latency-only"]) {

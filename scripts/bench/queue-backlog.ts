@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { processCpu } from "./process-cpu.ts";
 import { queueClient } from "./queue-client.ts";
-import { ENDPOINT, type QueueSession } from "./queue-session.ts";
+import { ENDPOINT, type QueueRig } from "./queue-rig.ts";
 import type { SpoolProcess } from "./spool-process.ts";
 import { summarize } from "./stats.ts";
 
@@ -42,11 +42,11 @@ function rssMiB(pid: number): number {
 /**
  * One fresh server per depth, each on a store already holding that many jobs, all running at
  * once and measured in turn, `rounds` times round-robin (so that a change in the shared
- * machine's load falls on every depth alike): `submits` /run through the session's submit loops
+ * machine's load falls on every depth alike): `submits` /run through the rig's submit loops
  * and `takes` job-take -> job-done pairs by one worker, split over the rounds; the submit rate is
  * the median of the rounds, latencies are pooled. RSS is read at the end.
  */
-export async function backlogRuns(session: QueueSession, depths: number[], submits: number, takes: number, rounds = 3): Promise<BacklogRun[]> {
+export async function backlogRuns(rig: QueueRig, depths: number[], submits: number, takes: number, rounds = 3): Promise<BacklogRun[]> {
   const servers: { queued: number; server: SpoolProcess; startSeconds: number; rates: number[]; cpuUs: number[]; ms: number[] }[] = [];
   try {
     for (const queued of depths) {
@@ -55,7 +55,7 @@ export async function backlogRuns(session: QueueSession, depths: number[], submi
         await prefill(dir, queued);
         filled = performance.now();
       };
-      const server = await session.startServer(session.unique(`backlog-${queued}`), { prepare });
+      const server = await rig.startServer(rig.unique(`backlog-${queued}`), { prepare });
       const h = await queueClient(server).health();
       const startSeconds = (performance.now() - filled) / 1000;
       if (h.jobs.inQueue !== queued) throw new Error(`backlog ${queued}: /health says ${h.jobs.inQueue} queued`);
@@ -65,7 +65,7 @@ export async function backlogRuns(session: QueueSession, depths: number[], submi
       // Warm up both processes (JIT, the server's statement cache) before timing.
       const c = queueClient(s.server);
       let warm = 0;
-      await Promise.all(Array.from({ length: session.settings.clients }, async () => {
+      await Promise.all(Array.from({ length: rig.settings.clients }, async () => {
         while (warm < 1000) await c.run({ warm: warm++ });
       }));
     }
@@ -78,7 +78,7 @@ export async function backlogRuns(session: QueueSession, depths: number[], submi
         const cpu0 = processCpu(s.server.proc.pid);
         const start = performance.now();
         let next = 0;
-        await Promise.all(Array.from({ length: session.settings.clients }, async () => {
+        await Promise.all(Array.from({ length: rig.settings.clients }, async () => {
           while (next < perRound) await c.run({ i: next++ });
         }));
         s.rates.push(perRound / ((performance.now() - start) / 1000));
@@ -107,6 +107,6 @@ export async function backlogRuns(session: QueueSession, depths: number[], submi
       };
     });
   } finally {
-    await Promise.all(servers.map((s) => session.stopServer(s.server)));
+    await Promise.all(servers.map((s) => rig.stopServer(s.server)));
   }
 }

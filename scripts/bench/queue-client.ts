@@ -1,5 +1,5 @@
 import type { HealthResponse } from "../../runtime/protocol/job-response.ts";
-import { ENDPOINT } from "./queue-session.ts";
+import { ENDPOINT } from "./queue-rig.ts";
 import { bearer } from "./spool-http.ts";
 import type { SpoolProcess } from "./spool-process.ts";
 

@@ -1,6 +1,6 @@
 import { processCpu } from "./process-cpu.ts";
 import { queueClient } from "./queue-client.ts";
-import type { QueueSession } from "./queue-session.ts";
+import type { QueueRig } from "./queue-rig.ts";
 import { summarize } from "./stats.ts";
 import { printTable } from "./table.ts";
 
@@ -17,15 +17,15 @@ export interface PayloadRun {
 }
 
 /**
- * One server, on a fresh embedded store or (`redis`) on the session's redis-server under a fresh
+ * One server, on a fresh embedded store or (`redis`) on the rig's redis-server under a fresh
  * key prefix; per payload size, one client loop submits a job whose input holds `bytes`
  * characters, takes it, posts a result of as many, and reads the result back with /status: how
  * the server's cost (and redis-server's) grows with the size of what it carries.
  */
-export async function payloadRuns(session: QueueSession, sizes: number[], jobsFor: (bytes: number) => number, redis = false): Promise<PayloadRun[]> {
-  const name = session.unique(redis ? "payload-redis" : "payload");
-  const server = await session.startServer(name, redis ? { store: `${session.redis!.url}?prefix=${name}` } : {});
-  const redisCpu = () => (redis ? processCpu(session.redis!.proc.pid) : NaN);
+export async function payloadRuns(rig: QueueRig, sizes: number[], jobsFor: (bytes: number) => number, redis = false): Promise<PayloadRun[]> {
+  const name = rig.unique(redis ? "payload-redis" : "payload");
+  const server = await rig.startServer(name, redis ? { store: `${rig.redis!.url}?prefix=${name}` } : {});
+  const redisCpu = () => (redis ? processCpu(rig.redis!.proc.pid) : NaN);
   try {
     const c = queueClient(server);
     const stop = new AbortController();
@@ -57,7 +57,7 @@ export async function payloadRuns(session: QueueSession, sizes: number[], jobsFo
     }
     return runs;
   } finally {
-    await session.stopServer(server);
+    await rig.stopServer(server);
   }
 }
 

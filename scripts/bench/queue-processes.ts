@@ -4,7 +4,7 @@ import { drain, outputTail } from "./pipes.ts";
 import { ownCpu, processCpu } from "./process-cpu.ts";
 import { stopProcess } from "./processes.ts";
 import { queueClient } from "./queue-client.ts";
-import type { QueueSession } from "./queue-session.ts";
+import type { QueueRig } from "./queue-rig.ts";
 
 /** One side-by-side run: workers in processes of their own, submit loops in this process. */
 export interface ProcessRun {
@@ -44,10 +44,10 @@ async function spawnReady(args: string[], name: string): Promise<Bun.Subprocess<
   return proc;
 }
 
-/** Runs `jobs` submissions through the session's submit loops until `completed()` reaches `target`. */
-async function drive(session: QueueSession, jobs: number, target: number, submit: (i: number) => Promise<unknown>, completed: () => Promise<number>) {
+/** Runs `jobs` submissions through the rig's submit loops until `completed()` reaches `target`. */
+async function drive(rig: QueueRig, jobs: number, target: number, submit: (i: number) => Promise<unknown>, completed: () => Promise<number>) {
   let next = 0;
-  const loops = Array.from({ length: Math.min(session.settings.clients, jobs) }, async () => {
+  const loops = Array.from({ length: Math.min(rig.settings.clients, jobs) }, async () => {
     while (next < jobs) await submit(next++);
   });
   const submitted = Promise.all(loops);
@@ -62,29 +62,29 @@ async function drive(session: QueueSession, jobs: number, target: number, submit
 }
 
 /**
- * Runs the session's warm-up jobs untimed, then times `jobs` submissions through the session's submit loops until
+ * Runs the rig's warm-up jobs untimed, then times `jobs` submissions through the rig's submit loops until
  * `completed()` counts them all (polled every 5 ms), with CPU readings of the given processes
  * around the timed window.
  */
 async function timeRun(
-  session: QueueSession,
+  rig: QueueRig,
   jobs: number,
   submit: (i: number) => Promise<unknown>,
   completed: () => Promise<number>,
   pids: { server?: number; workers: number[] },
 ) {
   await Bun.sleep(200); // workers parked on their first take
-  const warm = session.settings.warm;
-  await drive(session, warm, warm, submit, completed);
+  const warm = rig.settings.warm;
+  await drive(rig, warm, warm, submit, completed);
   const cpu = () => ({
     server: pids.server === undefined ? NaN : processCpu(pids.server),
     workers: pids.workers.reduce((a, p) => a + processCpu(p), 0),
     bench: ownCpu(),
-    redis: session.redis ? processCpu(session.redis.proc.pid) : NaN,
+    redis: rig.redis ? processCpu(rig.redis.proc.pid) : NaN,
   });
   const c0 = cpu();
   const start = performance.now();
-  await drive(session, jobs, warm + jobs, submit, completed);
+  await drive(rig, jobs, warm + jobs, submit, completed);
   const seconds = (performance.now() - start) / 1000;
   const c1 = cpu();
   return { seconds, serverCpuS: c1.server - c0.server, workersCpuS: c1.workers - c0.workers, benchCpuS: c1.bench - c0.bench, redisCpuS: c1.redis - c0.redis };
@@ -99,12 +99,12 @@ export const FLOOR_SCRIPT = join(import.meta.dir, "protocol-floor-server.ts");
  * from another checkout (`root`), or the protocol floor.
  */
 export async function spoolProcesses(
-  session: QueueSession,
+  rig: QueueRig,
   s: { shape: string; workers: number; size: number | null; jobs?: number; as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" } },
 ): Promise<ProcessRun> {
-  const jobs = s.jobs ?? session.settings.jobs;
+  const jobs = s.jobs ?? rig.settings.jobs;
   const other = s.as?.system === "Spool baseline" ? { root: s.as.root } : s.as ? { script: FLOOR_SCRIPT, key: "floor" } : {};
-  const server = await session.startServer(session.unique(`p-${s.shape}`), other);
+  const server = await rig.startServer(rig.unique(`p-${s.shape}`), other);
   const procs: Bun.Subprocess[] = [];
   try {
     const script = join(import.meta.dir, "queue-worker-process.ts");
@@ -112,34 +112,34 @@ export async function spoolProcesses(
       procs.push(await spawnReady([script, server.url, server.key, `pw${i}-`, String(s.size ?? 0)], `worker process ${i}`));
     }
     const c = queueClient(server);
-    const t = await timeRun(session, jobs, (i) => c.run({ i }), async () => (await c.health()).jobs.completed, {
+    const t = await timeRun(rig, jobs, (i) => c.run({ i }), async () => (await c.health()).jobs.completed, {
       server: server.proc.pid,
       workers: procs.map((p) => p.pid),
     });
     const h = (await c.health()).jobs;
     const system = s.as?.system ?? "Spool";
-    if (h.completed !== session.settings.warm + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${session.settings.warm + jobs} completed, /health says ${JSON.stringify(h)}`);
+    if (h.completed !== rig.settings.warm + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${rig.settings.warm + jobs} completed, /health says ${JSON.stringify(h)}`);
     return { system, shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
-    await session.stopServer(server);
+    await rig.stopServer(server);
   }
 }
 
-/** BullMQ on the session's redis-server: `workers` Worker processes of `concurrency` each. */
-export async function bullProcesses(session: QueueSession, s: { shape: string; workers: number; concurrency: number; jobs?: number }): Promise<ProcessRun> {
-  const jobs = s.jobs ?? session.settings.jobs;
-  const name = session.unique("bull");
-  const connection = { host: "127.0.0.1", port: session.redis!.port, maxRetriesPerRequest: null };
+/** BullMQ on the rig's redis-server: `workers` Worker processes of `concurrency` each. */
+export async function bullProcesses(rig: QueueRig, s: { shape: string; workers: number; concurrency: number; jobs?: number }): Promise<ProcessRun> {
+  const jobs = s.jobs ?? rig.settings.jobs;
+  const name = rig.unique("bull");
+  const connection = { host: "127.0.0.1", port: rig.redis!.port, maxRetriesPerRequest: null };
   const queue = new Queue(name, { connection });
   const procs: Bun.Subprocess[] = [];
   try {
     await queue.waitUntilReady();
     const script = join(import.meta.dir, "bull-worker-process.ts");
-    for (let i = 0; i < s.workers; i++) procs.push(await spawnReady([script, String(session.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
-    const t = await timeRun(session, jobs, (i) => queue.add("noop", { i }), () => queue.getCompletedCount(), { workers: procs.map((p) => p.pid) });
+    for (let i = 0; i < s.workers; i++) procs.push(await spawnReady([script, String(rig.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
+    const t = await timeRun(rig, jobs, (i) => queue.add("noop", { i }), () => queue.getCompletedCount(), { workers: procs.map((p) => p.pid) });
     const counts = await queue.getJobCounts("completed", "failed", "waiting", "active");
-    if (counts.completed !== session.settings.warm + jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${session.settings.warm + jobs} completed, counts ${JSON.stringify(counts)}`);
+    if (counts.completed !== rig.settings.warm + jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${rig.settings.warm + jobs} completed, counts ${JSON.stringify(counts)}`);
     return { system: "BullMQ", shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));

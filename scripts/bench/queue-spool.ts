@@ -1,6 +1,6 @@
 import { queueClient, startWorkers } from "./queue-client.ts";
 import { FLOOR_SCRIPT } from "./queue-processes.ts";
-import type { QueueSession } from "./queue-session.ts";
+import type { QueueRig } from "./queue-rig.ts";
 import { countdown, timeJobs, WARM_UP_JOBS, type Probe, type Throughput } from "./queue-timing.ts";
 import type { SpoolProcess } from "./spool-process.ts";
 import { summarize } from "./stats.ts";
@@ -14,37 +14,37 @@ export interface SpoolScenario {
   workers: number;
   /** null: job-take; a number: job-take-batch of that size. */
   size: number | null;
-  /** On the session's redis-server (a fresh key prefix) rather than a fresh embedded store. */
+  /** On the rig's redis-server (a fresh key prefix) rather than a fresh embedded store. */
   redis: boolean;
   /** The protocol floor (see protocol-floor-server.ts) in Spool's place, with the same workers and submitters. */
   floor?: boolean;
   /** Floor servers that share their queue through Redis (`shared=1`), also when there is one. */
   shared?: boolean;
-  /** @default the session's jobs */
+  /** @default the rig's jobs */
   jobs?: number;
   probe?: Probe;
 }
 
 /** Runs no-op jobs end to end through fresh Spool servers and protocol workers in this process. */
-export async function spoolThroughput(session: QueueSession, s: SpoolScenario): Promise<Throughput> {
-  const jobs = s.jobs ?? session.settings.jobs;
+export async function spoolThroughput(rig: QueueRig, s: SpoolScenario): Promise<Throughput> {
+  const jobs = s.jobs ?? rig.settings.jobs;
   const servers: SpoolProcess[] = [];
   try {
     // Floor servers share a queue only when told to (see protocol-floor-server.ts).
     const shared = s.floor && s.shared ? "&shared=1" : "";
-    const store = s.redis ? `${session.redis!.url}?prefix=${session.unique(s.name)}${shared}` : undefined;
+    const store = s.redis ? `${rig.redis!.url}?prefix=${rig.unique(s.name)}${shared}` : undefined;
     // One at a time: the first creates the store's API key, the others are handed it.
     for (let i = 0; i < s.servers; i++) {
       const as = s.floor ? { script: FLOOR_SCRIPT, key: "floor" } : { key: servers[0]?.key };
-      servers.push(await session.startServer(session.unique(s.name), { store, ...as }));
+      servers.push(await rig.startServer(rig.unique(s.name), { store, ...as }));
     }
     const clients = servers.map(queueClient);
     const stop = new AbortController();
-    const warm = s.probe ? WARM_UP_JOBS : session.settings.warm;
+    const warm = s.probe ? WARM_UP_JOBS : rig.settings.warm;
     const allDone = countdown(warm + jobs);
     const workersDone = startWorkers(clients, s.workers, s.size, stop.signal, allDone.tick);
     workersDone.catch(allDone.fail);
-    const timing = await timeJobs(session, {
+    const timing = await timeJobs(rig, {
       jobs,
       warm,
       serverPids: servers.map((x) => x.proc.pid),
@@ -70,7 +70,7 @@ export async function spoolThroughput(session: QueueSession, s: SpoolScenario): 
     }
     return { label: s.label, shape: s.shape ?? s.name, system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
   } finally {
-    await Promise.all(servers.map(session.stopServer));
+    await Promise.all(servers.map(rig.stopServer));
   }
 }
 
@@ -96,11 +96,11 @@ function latency(label: string, ms: number[]): Latency {
 /** Untimed calls of each kind before the timed ones. */
 export const WARM_UP = 1000;
 
-export async function runsyncLatency(session: QueueSession, onRedis: boolean): Promise<Latency[]> {
-  const store = onRedis ? `${session.redis!.url}?prefix=${session.unique("runsync")}` : undefined;
-  const server = await session.startServer(session.unique("runsync"), { store });
+export async function runsyncLatency(rig: QueueRig, onRedis: boolean): Promise<Latency[]> {
+  const store = onRedis ? `${rig.redis!.url}?prefix=${rig.unique("runsync")}` : undefined;
+  const server = await rig.startServer(rig.unique("runsync"), { store });
   const where = onRedis ? "Redis store" : "embedded store";
-  const n = session.settings.runsync;
+  const n = rig.settings.runsync;
   try {
     const c = queueClient(server);
     const stop = new AbortController();
@@ -138,7 +138,7 @@ export async function runsyncLatency(session: QueueSession, onRedis: boolean): P
       latency(`${where}: baseline, authed GET /status 404`, floor),
     ];
   } finally {
-    await session.stopServer(server);
+    await rig.stopServer(server);
   }
 }
 
@@ -146,19 +146,19 @@ export async function runsyncLatency(session: QueueSession, onRedis: boolean): P
  * The same authed GET /status 404, timed the same way, against the protocol floor (a bare
  * Bun.serve that answers it without a key check or a store): the round trip itself.
  */
-export async function floorLatency(session: QueueSession): Promise<Latency> {
-  const server = await session.startServer(session.unique("floor-latency"), { script: FLOOR_SCRIPT, key: "floor" });
+export async function floorLatency(rig: QueueRig): Promise<Latency> {
+  const server = await rig.startServer(rig.unique("floor-latency"), { script: FLOOR_SCRIPT, key: "floor" });
   try {
     const c = queueClient(server);
     for (let i = 0; i < WARM_UP; i++) await c.missing();
     const times: number[] = [];
-    for (let i = 0; i < session.settings.runsync; i++) {
+    for (let i = 0; i < rig.settings.runsync; i++) {
       const t = performance.now();
       await c.missing();
       times.push(performance.now() - t);
     }
     return latency("protocol floor: GET /status answered 404 by a bare Bun.serve (reference)", times);
   } finally {
-    await session.stopServer(server);
+    await rig.stopServer(server);
   }
 }

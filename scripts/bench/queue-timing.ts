@@ -1,5 +1,5 @@
 import { ownCpu, processCpu } from "./process-cpu.ts";
-import type { QueueSession } from "./queue-session.ts";
+import type { QueueRig } from "./queue-rig.ts";
 
 /** One throughput run's figures. */
 export interface Throughput {
@@ -48,8 +48,8 @@ function commandsBetween(a: CommandStats, b: CommandStats): number {
 }
 
 /** Before/after readings of CPU and Redis counters around a timed window. */
-async function readings(session: QueueSession, serverPids: number[]) {
-  const redis = session.redis;
+async function readings(rig: QueueRig, serverPids: number[]) {
+  const redis = rig.redis;
   return {
     stats: redis ? await commandStats(redis.client) : undefined,
     server: serverPids.reduce((a, pid) => a + processCpu(pid), 0),
@@ -58,7 +58,7 @@ async function readings(session: QueueSession, serverPids: number[]) {
   };
 }
 
-/** Jobs run through a system untimed before those counted under MONITOR (JIT tiers, connection pools, reservations); throughput runs take the session's `warm`. */
+/** Jobs run through a system untimed before those counted under MONITOR (JIT tiers, connection pools, reservations); throughput runs take the rig's `warm`. */
 export const WARM_UP_JOBS = 1000;
 
 /**
@@ -92,11 +92,11 @@ export function countdown(n: number) {
   };
 }
 
-/** Runs submissions `from` to `to` - 1 through the session's submit loops; resolves when all were answered. */
-async function submitAll(session: QueueSession, from: number, to: number, submit: (loop: number, i: number) => Promise<unknown>): Promise<void> {
+/** Runs submissions `from` to `to` - 1 through the rig's submit loops; resolves when all were answered. */
+async function submitAll(rig: QueueRig, from: number, to: number, submit: (loop: number, i: number) => Promise<unknown>): Promise<void> {
   let next = from;
   await Promise.all(
-    Array.from({ length: Math.min(session.settings.clients, to - from) }, async (_, k) => {
+    Array.from({ length: Math.min(rig.settings.clients, to - from) }, async (_, k) => {
       while (next < to) await submit(k, next++);
     }),
   );
@@ -109,7 +109,7 @@ async function submitAll(session: QueueSession, from: number, to: number, submit
  * with CPU and Redis readings around the window.
  */
 export async function timeJobs(
-  session: QueueSession,
+  rig: QueueRig,
   opts: {
     jobs: number;
     warm: number;
@@ -122,18 +122,18 @@ export async function timeJobs(
   const { jobs, warm, allDone } = opts;
   await Bun.sleep(200);
   if (warm > 0) {
-    await submitAll(session, 0, warm, opts.submit);
+    await submitAll(rig, 0, warm, opts.submit);
     await allDone.reached(warm);
     await Bun.sleep(100); // the workers park again
   }
   await opts.probe?.begin();
 
-  const r0 = await readings(session, opts.serverPids);
+  const r0 = await readings(rig, opts.serverPids);
   const start = performance.now();
-  const submitted = submitAll(session, warm, warm + jobs, opts.submit).then(() => performance.now());
+  const submitted = submitAll(rig, warm, warm + jobs, opts.submit).then(() => performance.now());
   submitted.catch(allDone.fail);
   const [end, submitEnd] = await Promise.all([allDone.promise, submitted]);
-  const r1 = await readings(session, opts.serverPids);
+  const r1 = await readings(rig, opts.serverPids);
   await opts.probe?.end();
   return {
     seconds: (end - start) / 1000,

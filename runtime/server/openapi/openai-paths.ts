@@ -13,7 +13,7 @@ const OPERATIONS = [
   { method: "get", suffix: "models", name: "Models", summary: "The model this endpoint serves" },
 ] as const satisfies ReadonlyArray<{ method: "get" | "post"; suffix: string; name: string; summary: string }>;
 
-/** The two prefixes of the same interface: the name and the specification's. */
+/** Two prefixes of the same interface: /openai/v1 and /compat/v1. */
 const INTERFACES = ["openai", "compat"] as const;
 
 function operation(path: string, op: (typeof OPERATIONS)[number], operationId: string, body: JsonSchema | null, params: RouteConfig["request"]): RouteConfig {

@@ -13,7 +13,7 @@ import type { StoredJob } from "../store/store.ts";
 import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
 
 /**
- * The issue's name and the spec's name for the same interface. Two static prefixes rather than one
+ * Two names for the same interface (openai and compat). Two static prefixes rather than one
  * `:iface{openai|compat}` pattern: Hono's RegExpRouter takes no pattern beside the static
  * segments of the other routes (status, run...), and one such route sends the whole app to its
  * slower TrieRouter.

@@ -29,7 +29,7 @@ export interface QueueSettings {
  * The queue benchmark's processes and files: one temp dir with the server config, the Spool
  * servers now running, and the throwaway redis-server once started.
  */
-export interface QueueSession {
+export interface QueueRig {
   settings: QueueSettings;
   /** The redis-server, once startRedis() ran. */
   redis?: RedisProcess;
@@ -64,14 +64,14 @@ status = { requests = 100000000, concurrent = 400 }
 `;
 
 /** Makes the temp dir and writes the server config; starts nothing yet. */
-export function createQueueSession(settings: QueueSettings): QueueSession {
+export function createQueueRig(settings: QueueSettings): QueueRig {
   const tmpRoot = makeTempDir("spool-bench-");
   const configPath = join(tmpRoot, "bench.toml");
   writeFileSync(configPath, CONFIG);
   const running = new Set<SpoolProcess>();
   let seq = 0;
 
-  const session: QueueSession = {
+  const rig: QueueRig = {
     settings,
     unique: (prefix) => `${prefix}-${++seq}`,
     async startServer(name, opts = {}) {
@@ -87,20 +87,20 @@ export function createQueueSession(settings: QueueSettings): QueueSession {
       await stopProcess(server.proc, 3_000);
     },
     async startRedis() {
-      session.redis = await startRedis(join(tmpRoot, "redis"));
-      return session.redis;
+      rig.redis = await startRedis(join(tmpRoot, "redis"));
+      return rig.redis;
     },
-    outputs: () => [...[...running].map((s) => s.output()), ...(session.redis ? [session.redis.output()] : [])],
+    outputs: () => [...[...running].map((s) => s.output()), ...(rig.redis ? [rig.redis.output()] : [])],
     async close() {
-      await Promise.all([...running].map(session.stopServer));
-      await session.redis?.stop();
+      await Promise.all([...running].map(rig.stopServer));
+      await rig.redis?.stop();
       removeDir(tmpRoot);
     },
     killAll() {
       for (const s of running) s.proc.kill("SIGKILL");
-      session.redis?.proc.kill("SIGKILL");
+      rig.redis?.proc.kill("SIGKILL");
       removeDir(tmpRoot);
     },
   };
-  return session;
+  return rig;
 }
