@@ -15,11 +15,15 @@ const PE_MACHINES: Record<number, string> = { 0x8664: "x64", 0xaa64: "arm64", 0x
 /** The platform of an executable, shared library or addon from its first bytes; null for any other file. */
 export function binaryPlatform(head: Uint8Array): BinaryPlatform | null {
   const b = Buffer.from(head.buffer, head.byteOffset, head.byteLength);
-  if (b.length >= 20 && b.readUInt32BE(0) === 0x7f454c46) {
-    const machine = b[5] === 2 ? b.readUInt16BE(18) : b.readUInt16LE(18);
+  // The ident's class, byte order and version must be valid too: the 4-byte magic alone turns up in compressed data.
+  if (b.length >= 24 && b.readUInt32BE(0) === 0x7f454c46 && (b[4] === 1 || b[4] === 2) && (b[5] === 1 || b[5] === 2) && b[6] === 1) {
+    const u16 = (at: number) => (b[5] === 2 ? b.readUInt16BE(at) : b.readUInt16LE(at));
+    const version = b[5] === 2 ? b.readUInt32BE(20) : b.readUInt32LE(20);
+    if (u16(16) < 1 || u16(16) > 4 || version !== 1) return null; // e_type: relocatable, executable, shared object, core
+    const machine = u16(18);
     return { format: "elf", os: "linux", arch: ELF_MACHINES[machine] ?? `machine-${machine}` };
   }
-  if (b.length >= 8 && (b.readUInt32LE(0) === 0xfeedfacf || b.readUInt32LE(0) === 0xfeedface)) {
+  if (b.length >= 16 && (b.readUInt32LE(0) === 0xfeedfacf || b.readUInt32LE(0) === 0xfeedface) && b.readUInt32LE(12) >= 1 && b.readUInt32LE(12) <= 12) {
     const cpu = b.readUInt32LE(4);
     return { format: "mach-o", os: "darwin", arch: MACHO_CPUS[cpu] ?? `machine-${cpu}` };
   }

@@ -25,6 +25,15 @@ export interface NativeParts {
   packages: Set<string>;
 }
 
+/** A package name with a platform in it (`-linux-x64`, `-darwin-arm64`...). */
+const PLATFORM_IN_NAME = /^(@[\w.-]+\/)?[\w.-]*-(linux|darwin|win32|freebsd|android)-(x64|arm64|arm|ia32|riscv64|ppc64|s390x)\b/;
+
+/** Whether a native file is for the target (files that are no executable code are). */
+function forTarget(file: string, target: Target): boolean {
+  const platform = filePlatform(file);
+  return !platform || (platform.os === target.os && platform.arch === target.arch);
+}
+
 /** Loaders that search the disk for an addon at run time (node-gyp-build, bindings): what they find cannot be embedded. */
 const RUNTIME_ADDON_LOADERS = /^(bindings|node-gyp-build|node-gyp-build-optional-packages)$/;
 
@@ -120,10 +129,7 @@ export function nativePlugin(options: {
         // A package export named *.node can lead to JavaScript (sharp's index.cjs): bundle that as
         // usual, unless it is another platform's package (its require.resolve would embed its library).
         if (!file.endsWith(".node")) return otherPlatform(file) ? { path: args.path, namespace: "spool-missing" } : undefined;
-        const platform = filePlatform(file);
-        if (platform && (platform.os !== options.target.os || platform.arch !== options.target.arch)) {
-          return { path: file, namespace: "spool-foreign-addon" }; // another platform's, never loaded on the target
-        }
+        if (!forTarget(file, options.target)) return { path: file, namespace: "spool-foreign-addon" }; // another platform's, never loaded on the target
         addons.set(file, rootPath(file, options.projectRoot));
         return { path: file, namespace: "spool-native-addon" };
       });
@@ -131,6 +137,17 @@ export function nativePlugin(options: {
         contents: `const { native } = require(${JSON.stringify(MANIFEST)});\nmodule.exports = native.loadAddon(${JSON.stringify(addons.get(args.path))});\n`,
         loader: "js",
       }));
+      // Packages published once per platform whose main is the addon (napi-rs's, e.g. @reflink/reflink-linux-x64-gnu)
+      // are required by name, which Bun would embed as it is: another platform's stays out.
+      build.onResolve({ filter: PLATFORM_IN_NAME }, (args) => {
+        let file: string;
+        try {
+          file = Bun.resolveSync(args.path, args.resolveDir || dirname(args.importer));
+        } catch {
+          return undefined;
+        }
+        return file.endsWith(".node") && !forTarget(file, options.target) ? { path: file, namespace: "spool-foreign-addon" } : undefined;
+      });
       build.onLoad({ filter: /.*/, namespace: "spool-foreign-addon" }, (args) => ({
         contents: `throw new Error(${JSON.stringify(`${basename(args.path)} is for another platform than ${options.target.name}; it is not in this binary`)});\n`,
         loader: "js",
@@ -265,8 +282,8 @@ function collect(addons: Map<string, string>, packages: Map<string, string>, opt
   const hasher = new Bun.CryptoHasher("sha256");
   const embedded = sorted.map(([path, source]) => {
     const bytes = readFileSync(source);
-    const platform = filePlatform(source);
-    if (platform && (platform.os !== options.target.os || platform.arch !== options.target.arch)) {
+    if (!forTarget(source, options.target)) {
+      const platform = filePlatform(source)!;
       throw new EmbedError(`${path} is a ${platform.os}-${platform.arch} file, not ${options.target.name}: the build would embed another platform's library`);
     }
     hasher.update(`${path}\0${bytes.length}\0`);
