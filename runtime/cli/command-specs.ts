@@ -35,7 +35,13 @@ const WORKER_OPTIONS: { [K in keyof typeof WORKER_FLAGS]: OptionSpec } = {
   "no-supervise": { type: "boolean", description: "run the poll loop in this process, without a supervising parent" },
 };
 
-const EXIT_CODES = "exit codes: 0 done, 1 failed (the reason on stderr), 2 bad usage (unknown option, bad value, bad config)";
+/** What every command's exit code means. */
+export const EXIT_CODES: Array<[number, string]> = [
+  [0, "done"],
+  [1, "failed (the reason on stderr): a build, a job run locally, a key not found"],
+  [2, "bad usage: unknown command or option, bad value, bad config file"],
+];
+const EXIT_LINE = `exit codes: ${EXIT_CODES.map(([code, meaning]) => `${code} ${meaning.split(":")[0]}`).join(", ")}`;
 
 /** Every command, in the order the general help lists them. */
 export const COMMANDS: CommandSpec[] = [
@@ -95,9 +101,10 @@ export const COMMANDS: CommandSpec[] = [
       server: { type: "boolean", description: "build the spool command and server instead of a worker (no handler)" },
     },
     notes: [
-      "example: spool build handler.ts --target linux-arm64 --outfile worker-arm64",
-      "native parts for another platform come from the package itself or from the npm registry, fetched once into <cache>/spool/packages;",
+      "example: spool build handler.ts --target linux-arm64 --outfile worker-arm64 (then copy worker-arm64 to the host and run it)",
+      "another platform's native parts come from the package itself, or from the npm registry, fetched once into <cache>/spool/packages",
       "a part with no prebuilt for the target stops the build before anything is written, naming the platforms it has",
+      "spool build --server [--target PLATFORM] [--outfile PATH] builds the spool command and server (see docs/build/cross-targets.md)",
     ],
   },
   { name: "cache", args: "prune", summary: "remove the native libraries built binaries extracted", options: {} },
@@ -121,7 +128,7 @@ export function commandHelp(spec: CommandSpec): string {
   const width = Math.max(12, ...entries.map(([name, o]) => flag(name, o).length)) + 2;
   const lines = [`spool ${spec.name}: ${spec.summary}`, "", `usage: ${usageLine(spec)}`];
   if (entries.length > 0) lines.push("", "options:", ...entries.map(([name, o]) => `  ${flag(name, o).padEnd(width)}${o.description}`));
-  lines.push(`  ${"--help".padEnd(width)}this help`, "", ...(spec.notes ?? []), EXIT_CODES);
+  lines.push(`  ${"--help".padEnd(width)}this help`, "", ...(spec.notes ?? []), EXIT_LINE);
   return lines.join("\n");
 }
 
@@ -136,7 +143,7 @@ export function generalHelp(version: string): string {
     ...COMMANDS.map((c) => `  ${`${c.name} ${c.args ?? ""}`.padEnd(width)}${c.summary}`),
     "",
     "spool <command> --help (or spool help <command>) shows a command's options; spool --version its version.",
-    EXIT_CODES,
+    EXIT_LINE,
   ].join("\n");
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
+import { cliReference } from "../../runtime/cli/cli-reference.ts";
 
 const CLI = resolve(import.meta.dir, "../../runtime/cli.ts");
 
@@ -58,5 +59,13 @@ describe("spool explains itself", () => {
     expect(unknown.code).toBe(2);
     expect(unknown.err).toStartWith("spool: unknown command buidl\n");
     expect((await spool("help", "buidl")).code).toBe(2);
+  });
+});
+
+describe("the command line reference page", () => {
+  test("docs/reference/cli.md is what the commands' own definitions say (bun scripts/cli-reference.ts writes it)", async () => {
+    const page = await Bun.file(resolve(import.meta.dir, "../../docs/reference/cli.md")).text();
+    expect(page).toBe(cliReference());
+    for (const command of Object.keys(OPTIONS)) expect(page).toContain(`\n## spool ${command}\n`);
   });
 });
