@@ -35,6 +35,12 @@ function nativeHeaders(file: string): Array<{ at: number; os: string; arch: stri
   return found.sort((a, b) => a.at - b.at);
 }
 
+/** A temp folder, removed when disposed. */
+function tempDir(prefix: string): { dir: string } & Disposable {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 /** `spool build` as a user runs it; the exit code and everything it printed. */
 function build(args: string[]): { code: number; output: string } {
   const r = Bun.spawnSync([process.execPath, CLI, "build", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
@@ -90,59 +96,50 @@ describe("spool build --target linux-arm64 on an x64 machine", () => {
 
 describe("spool build for macOS on a Linux machine", () => {
   test("darwin-arm64: a Mach-O arm64 executable carrying only darwin-arm64 libraries (onnxruntime's, and sharp's fetched from npm)", () => {
-    const dir = mkdtempSync(join(tmpdir(), "spool-darwin-"));
-    try {
-      const out = join(dir, "image-fast");
-      const r = build([IMAGE, "--target", "darwin-arm64", "--outfile", out]);
-      expect(r.code).toBe(0);
-      expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "arm64" });
-      expect(r.output).toContain("embedded onnxruntime-node/bin/napi-v6/darwin/arm64/ (3 files,");
-      expect(r.output).toContain("embedded @img/sharp-darwin-arm64/lib/ (1 file,");
-      expect(r.output).toContain("embedded @img/sharp-libvips-darwin-arm64/lib/ (1 file,"); // found through the addon's @rpath
-      const headers = nativeHeaders(out);
-      expect(headers.filter((h) => h.os !== "darwin" || h.arch !== "arm64")).toEqual([]);
-      const embedded = Number(/native parts: (\d+) files/.exec(r.output)![1]);
-      expect(headers.length).toBe(1 + embedded); // the executable, then each embedded library
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using tmp = tempDir("spool-darwin-");
+    const dir = tmp.dir;
+    const out = join(dir, "image-fast");
+    const r = build([IMAGE, "--target", "darwin-arm64", "--outfile", out]);
+    expect(r.code).toBe(0);
+    expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "arm64" });
+    expect(r.output).toContain("embedded onnxruntime-node/bin/napi-v6/darwin/arm64/ (3 files,");
+    expect(r.output).toContain("embedded @img/sharp-darwin-arm64/lib/ (1 file,");
+    expect(r.output).toContain("embedded @img/sharp-libvips-darwin-arm64/lib/ (1 file,"); // found through the addon's @rpath
+    const headers = nativeHeaders(out);
+    expect(headers.filter((h) => h.os !== "darwin" || h.arch !== "arm64")).toEqual([]);
+    const embedded = Number(/native parts: (\d+) files/.exec(r.output)![1]);
+    expect(headers.length).toBe(1 + embedded); // the executable, then each embedded library
   }, 120_000);
 
   test("darwin-x64: a Mach-O x64 executable", () => {
-    const dir = mkdtempSync(join(tmpdir(), "spool-darwin-"));
-    try {
-      const out = join(dir, "echo");
-      expect(build([ECHO, "--target", "darwin-x64", "--outfile", out]).code).toBe(0);
-      expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "x64" });
-      expect(nativeHeaders(out).filter((h) => h.os !== "darwin" || h.arch !== "x64")).toEqual([]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using tmp = tempDir("spool-darwin-");
+    const dir = tmp.dir;
+    const out = join(dir, "echo");
+    expect(build([ECHO, "--target", "darwin-x64", "--outfile", out]).code).toBe(0);
+    expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "x64" });
+    expect(nativeHeaders(out).filter((h) => h.os !== "darwin" || h.arch !== "x64")).toEqual([]);
   }, 120_000);
 });
 
 describe("a target the parts do not exist for", () => {
   test("stops the build before anything is written, naming the part and the platforms it has", () => {
-    const dir = mkdtempSync(join(tmpdir(), "spool-nobuild-"));
-    try {
-      const out = join(dir, "worker");
-      const image = build([IMAGE, "--target", "darwin-x64", "--outfile", out]);
-      expect(image.code).toBe(1);
-      expect(image.output).toContain("spool build failed; no binary was made");
-      expect(image.output).toContain("onnxruntime-node has no prebuilt for darwin-x64");
-      expect(image.output).toContain("it has prebuilts for: darwin-arm64, linux-arm64, linux-x64, win32-arm64, win32-x64");
+    using tmp = tempDir("spool-nobuild-");
+    const dir = tmp.dir;
+    const out = join(dir, "worker");
+    const image = build([IMAGE, "--target", "darwin-x64", "--outfile", out]);
+    expect(image.code).toBe(1);
+    expect(image.output).toContain("spool build failed; no binary was made");
+    expect(image.output).toContain("onnxruntime-node has no prebuilt for darwin-x64");
+    expect(image.output).toContain("it has prebuilts for: darwin-arm64, linux-arm64, linux-x64, win32-arm64, win32-x64");
 
-      const cuda = build([TEXT, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
-      expect(cuda.code).toBe(1);
-      expect(cuda.output).toContain("node-llama-cpp has no cuda prebuilt for linux-arm64 (@node-llama-cpp/linux-arm64-cuda is not published); it has cuda prebuilts for: linux-x64, win32-x64");
+    const cuda = build([TEXT, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
+    expect(cuda.code).toBe(1);
+    expect(cuda.output).toContain("node-llama-cpp has no cuda prebuilt for linux-arm64 (@node-llama-cpp/linux-arm64-cuda is not published); it has cuda prebuilts for: linux-x64, win32-x64");
 
-      const ortCuda = build([IMAGE, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
-      expect(ortCuda.code).toBe(1);
-      expect(ortCuda.output).toContain("onnxruntime-node has no CUDA prebuilt for linux-arm64; its CUDA provider exists for: linux-x64, win32-x64");
-      expect(readdirSync(dir)).toEqual([]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const ortCuda = build([IMAGE, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
+    expect(ortCuda.code).toBe(1);
+    expect(ortCuda.output).toContain("onnxruntime-node has no CUDA prebuilt for linux-arm64; its CUDA provider exists for: linux-x64, win32-x64");
+    expect(readdirSync(dir)).toEqual([]);
   }, 120_000);
 
   test("an unknown target is a usage error listing the targets", () => {
