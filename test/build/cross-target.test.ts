@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { binaryPlatform, filePlatform } from "../../runtime/build/binary-format.ts";
@@ -42,8 +42,8 @@ function tempDir(prefix: string): { dir: string } & Disposable {
 }
 
 /** `spool build` as a user runs it; the exit code and everything it printed. */
-function build(args: string[]): { code: number; output: string } {
-  const r = Bun.spawnSync([process.execPath, CLI, "build", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+function build(args: string[], env: Record<string, string> = {}): { code: number; output: string } {
+  const r = Bun.spawnSync([process.execPath, CLI, "build", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
   return { code: r.exitCode ?? -1, output: r.stdout.toString() + r.stderr.toString() };
 }
 
@@ -94,13 +94,36 @@ describe("spool build --target linux-arm64 on an x64 machine", () => {
   }, 600_000);
 });
 
+test("spool build --server --target linux-arm64: under qemu, the arm64 server runs a job on the arm64 echo worker", async () => {
+  const runner = await arm64Runner();
+  using tmp = tempDir("spool-arm64-server-");
+  const server = join(tmp.dir, "spool");
+  const r = build(["--server", "--target", "linux-arm64", "--outfile", server]);
+  expect(r.code).toBe(0);
+  expect(filePlatform(server)).toEqual({ format: "elf", os: "linux", arch: "arm64" });
+  using bare = bareCopy(server, runner);
+  writeFileSync(join(bare.dir, "spool.toml"), "[endpoints.echo]\n"); // no handler: its workers connect themselves
+  await using proc = bare.start(["serve", "--port", "0", "--data", join(bare.dir, "data"), "--config", join(bare.dir, "spool.toml")]);
+  const url = (await proc.waitFor(/Spool listening on (http:\/\/\S+)/))[1]!;
+  const key = (await proc.waitFor(/^\s+(spool_\S+)\s*$/))[1]!;
+  using worker = bareCopy(arm64.echo.binary, runner);
+  await using _worker = worker.start(["--url", url, "--endpoint", "echo", "--api-key", key, "--no-supervise"]);
+  const res = await fetch(`${url}/v2/echo/runsync?wait=120000`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ input: { on: "arm64" } }) });
+  expect(await res.json()).toMatchObject({ status: "COMPLETED", output: { on: "arm64" } });
+}, 300_000);
+
 describe("spool build for macOS on a Linux machine", () => {
   test("darwin-arm64: a Mach-O arm64 executable carrying only darwin-arm64 libraries (onnxruntime's, and sharp's fetched from npm)", () => {
     using tmp = tempDir("spool-darwin-");
     const dir = tmp.dir;
     const out = join(dir, "image-fast");
-    const r = build([IMAGE, "--target", "darwin-arm64", "--outfile", out]);
+    // An empty cache of its own: sharp's darwin packages are fetched from the registry by this build.
+    const r = build([IMAGE, "--target", "darwin-arm64", "--outfile", out], { SPOOL_CACHE_DIR: join(dir, "cache") });
     expect(r.code).toBe(0);
+    const sharp = JSON.parse(readFileSync(join(ROOT, "node_modules/sharp/package.json"), "utf8")).optionalDependencies;
+    const fetched = join(dir, "cache/spool/packages/darwin-arm64", `@img+sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]}`, "node_modules/@img");
+    expect(r.output).toContain(`fetching @img/sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]} for darwin-arm64 from the npm registry into ${join(dir, "cache/spool/packages/darwin-arm64")}`);
+    expect(readdirSync(fetched).sort()).toEqual(["sharp-darwin-arm64", "sharp-libvips-darwin-arm64"]);
     expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "arm64" });
     expect(r.output).toContain("embedded onnxruntime-node/bin/napi-v6/darwin/arm64/ (3 files,");
     expect(r.output).toContain("embedded @img/sharp-darwin-arm64/lib/ (1 file,");

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bundleCreatedRequires, guardDynamicRequires, nativePlugin, packageOf, rootPath } from "../../runtime/build/native-plugin.ts";
+import { nativePlugin, packageOf, rootPath } from "../../runtime/build/native-plugin.ts";
+import { bundleCreatedRequires, guardDynamicRequires } from "../../runtime/build/require-rewrites.ts";
 import { ROOT } from "./built-binary.ts";
 import { hostTarget } from "../../runtime/build/targets.ts";
 
