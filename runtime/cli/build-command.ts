@@ -9,6 +9,7 @@ import { compileTarget, hostTarget, parseTarget, type Target } from "../build/ta
 import { buildServer, partialPath } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
+const COMMAND_SPECS = resolve(import.meta.dir, "command-specs.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");
 const GPUS: GpuKind[] = ["cuda", "vulkan"];
 
@@ -71,7 +72,9 @@ export async function buildCommand(positionals: string[], values: BuildFlags): P
       entry,
       `import handler from ${JSON.stringify(handlerPath)};\n` +
         `import { workerMain } from ${JSON.stringify(WORKER_MAIN)};\n` +
+        `import { workerBinaryHelp } from ${JSON.stringify(COMMAND_SPECS)};\n` +
         `const args = process.argv.slice(2);\n` +
+        `if (args.includes("--help") || args.includes("-h")) {\n  console.log(workerBinaryHelp("./" + process.execPath.split("/").pop()));\n  process.exit(0);\n}\n` +
         `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
         `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`,
     );

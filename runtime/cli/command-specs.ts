@@ -102,6 +102,7 @@ export const COMMANDS: CommandSpec[] = [
     },
     notes: [
       "example: spool build handler.ts --target linux-arm64 --outfile worker-arm64 (then copy worker-arm64 to the host and run it)",
+      "the worker it makes takes spool worker's options (./worker-arm64 --help lists them)",
       "another platform's native parts come from the package itself, or from the npm registry, fetched once into <cache>/spool/packages",
       "a part with no prebuilt for the target stops the build before anything is written, naming the platforms it has",
       "spool build --server [--target PLATFORM] [--outfile PATH] builds the spool command and server (see docs/build/cross-targets.md)",
@@ -116,21 +117,24 @@ export const findCommand = (name: string | undefined): CommandSpec | undefined =
 
 const flag = (name: string, o: OptionSpec) => `--${name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}`;
 
-/** The one-line usage of a command: `spool build <handler.ts> [--outfile PATH] ...`. */
-export function usageLine(spec: CommandSpec): string {
+/** The one-line usage of a command: `spool build <handler.ts> [--outfile PATH] ...`; `program` replaces `spool <command> <args>`. */
+export function usageLine(spec: CommandSpec, program?: string): string {
   const options = Object.entries(spec.options).map(([name, o]) => `[${flag(name, o)}]`);
-  return ["spool", spec.name, spec.args, ...options].filter(Boolean).join(" ");
+  return [program ?? ["spool", spec.name, spec.args].filter(Boolean).join(" "), ...options].join(" ");
 }
 
-/** What `spool <command> --help` prints. */
-export function commandHelp(spec: CommandSpec): string {
+/** What `spool <command> --help` prints; `program` names another program that takes the same options (a built worker). */
+export function commandHelp(spec: CommandSpec, program?: string): string {
   const entries = Object.entries(spec.options);
   const width = Math.max(12, ...entries.map(([name, o]) => flag(name, o).length)) + 2;
-  const lines = [`spool ${spec.name}: ${spec.summary}`, "", `usage: ${usageLine(spec)}`];
+  const lines = [`${program ?? `spool ${spec.name}`}: ${spec.summary}`, "", `usage: ${usageLine(spec, program)}`];
   if (entries.length > 0) lines.push("", "options:", ...entries.map(([name, o]) => `  ${flag(name, o).padEnd(width)}${o.description}`));
   lines.push(`  ${"--help".padEnd(width)}this help`, "", ...(spec.notes ?? []), EXIT_LINE);
   return lines.join("\n");
 }
+
+/** What a worker binary from `spool build` prints for --help: the worker's options under its own name. */
+export const workerBinaryHelp = (program: string): string => commandHelp(findCommand("worker")!, program);
 
 /** The general help: every command with its summary. */
 export function generalHelp(version: string): string {
