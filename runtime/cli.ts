@@ -1,87 +1,65 @@
 #!/usr/bin/env bun
-import { parseArgs } from "node:util";
 import { ConfigError } from "./config/config.ts";
+import { commandHelp, findCommand, generalHelp, parseCommand } from "./cli/command-specs.ts";
+import pkg from "../package.json" with { type: "json" };
 
 // Commands are imported when chosen, so a worker does not load the server (and the reverse).
 
-const USAGE = `spool: a self-hostable, RunPod-compatible queue for inference jobs
-
-  spool init [DIR] [--spool SPEC]                          scaffold a handler project (package.json, handler, test, spool.toml)
-  spool serve [--port 8080] [--data DIR] [--config FILE] [--store redis://HOST:PORT]
-                                                           run the queue server (embedded store, or Redis)
-  (keys, usage: --store redis://... works on a Redis store too)
-  spool keys create [--name NAME] [--scope full|client|worker|read-only] [--endpoints a,b] [--data DIR]
-                                                           make an API key (last line of output)
-  spool keys list [--data DIR]                             list keys (ids and names, never keys)
-  spool keys revoke ID|NAME [--data DIR]                   revoke a key
-  spool usage [--data DIR]                                 jobs and cost per API key and endpoint
-  spool worker <handler.ts|binary> --url URL --endpoint ID --api-key KEY
-                                                           run a worker (or use RunPod's RUNPOD_* env)
-  spool run <handler.ts> [--input '<json>']                run one job locally (or ./test_input.json)
-  spool dev <handler.ts> [--port 8080]                     local server + worker for a handler
-  spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]
-                                                           compile a handler into one worker executable
-  spool build --server --outfile PATH                      compile the server and this command into one executable
-  spool cache prune                                        remove native libraries built binaries extracted
-  spool doctor                                             what this machine can run: GPUs, providers, libraries
-`;
+const VERSION = `${pkg.version} (bun ${Bun.version}, ${process.platform}-${process.arch})`;
 
 /** Returns the exit code, or -1 for commands that keep running (servers). */
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "--version" || command === "-v" || command === "version") {
+    console.log(`spool ${VERSION}`);
+    return 0;
+  }
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    const about = command === "help" && rest[0] !== undefined ? findCommand(rest[0]) : undefined;
+    if (command === "help" && rest[0] !== undefined && !about) return unknown(rest[0]);
+    console.log(about ? commandHelp(about) : generalHelp(pkg.version));
+    return command === undefined ? 2 : 0;
+  }
+  const spec = findCommand(command);
+  if (!spec) return unknown(command);
+  const dashes = rest.indexOf("--");
+  if ((dashes < 0 ? rest : rest.slice(0, dashes)).some((a) => a === "--help" || a === "-h")) {
+    console.log(commandHelp(spec));
+    return 0;
+  }
+  const { values, positionals } = parseCommand(spec, rest);
+  const flags = values as Record<string, string | undefined>;
   switch (command) {
-    case "serve": {
-      const { values } = parseArgs({
-        args: rest,
-        options: { port: { type: "string" }, data: { type: "string" }, config: { type: "string" }, store: { type: "string" } },
-      });
-      if (values.port !== undefined && !/^\d+$/.test(values.port)) throw new ConfigError(`--port must be a number, got ${values.port}`);
-      await (await import("./cli/serve-command.ts")).serveCommand(values);
+    case "serve":
+      if (flags.port !== undefined && !/^\d+$/.test(flags.port)) throw new ConfigError(`--port must be a number, got ${flags.port}`);
+      await (await import("./cli/serve-command.ts")).serveCommand(flags);
       return -1;
-    }
-    case "keys": {
-      const { values, positionals } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: {
-          data: { type: "string" },
-          config: { type: "string" },
-          name: { type: "string" },
-          scope: { type: "string" },
-          endpoints: { type: "string" },
-          store: { type: "string" },
-        },
-      });
-      return (await import("./cli/keys-command.ts")).keysCommand(positionals[0], positionals.slice(1), values);
-    }
-    case "usage": {
-      const { values } = parseArgs({ args: rest, options: { data: { type: "string" }, config: { type: "string" }, store: { type: "string" } } });
-      return (await import("./cli/usage-command.ts")).usageCommand(values);
-    }
+    case "keys":
+      return (await import("./cli/keys-command.ts")).keysCommand(positionals[0], positionals.slice(1), flags);
+    case "usage":
+      return (await import("./cli/usage-command.ts")).usageCommand(flags);
     case "init":
-      return (await import("./cli/init-command.ts")).initCommand(rest);
+      return (await import("./cli/init-command.ts")).initCommand(positionals, flags);
     case "worker":
+      // The worker parses its own flags (a built worker binary takes the same ones).
       return (await import("./cli/worker-commands.ts")).workerCommand(rest);
     case "run":
-      return (await import("./cli/worker-commands.ts")).runCommand(rest);
+      return (await import("./cli/worker-commands.ts")).runCommand(positionals, flags);
     case "dev":
-      return (await import("./cli/dev-command.ts")).devCommand(rest);
+      return (await import("./cli/dev-command.ts")).devCommand(positionals, flags);
     case "build":
-      return (await import("./cli/build-command.ts")).buildCommand(rest);
+      return (await import("./cli/build-command.ts")).buildCommand(positionals, values as { outfile?: string; target?: string; gpu?: string; server?: boolean });
     case "cache":
-      return (await import("./cli/cache-command.ts")).cacheCommand(rest[0]);
+      return (await import("./cli/cache-command.ts")).cacheCommand(positionals[0]);
     case "doctor":
       return (await import("./cli/doctor-command.ts")).doctorCommand();
-    case undefined:
-    case "help":
-    case "--help":
-    case "-h":
-      console.log(USAGE);
-      return command === undefined ? 2 : 0;
-    default:
-      console.error(`unknown command ${command}\n\n${USAGE}`);
-      return 2;
   }
+  return unknown(command);
+}
+
+function unknown(command: string): number {
+  console.error(`spool: unknown command ${command}\n\n${generalHelp(pkg.version)}`);
+  return 2;
 }
 
 try {
@@ -90,7 +68,8 @@ try {
 } catch (err) {
   const e = err as Error & { code?: string };
   if (e instanceof ConfigError || e.code?.startsWith("ERR_PARSE_ARGS")) {
-    console.error(`spool: ${e.message}`);
+    const command = findCommand(Bun.argv[2]);
+    console.error(`spool: ${e.message}${command ? `\n(spool ${command.name} --help lists its options)` : ""}`);
     process.exit(2);
   }
   console.error(`spool: ${e.message}`);

@@ -1,8 +1,12 @@
 import type { BunPlugin } from "bun";
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve, sep } from "node:path";
-import { addonClosure } from "./elf-deps.ts";
-import { checkGpuParts, EmbedError, packageDataFiles, readsOwnFiles, type GpuKind } from "./native-packages.ts";
+import { basename, dirname, join, relative, resolve, sep } from "node:path";
+import { filePlatform } from "./binary-format.ts";
+import { addonClosure } from "./library-deps.ts";
+import { checkGpuParts, checkPublished, EmbedError, packageDataFiles, platformPackageOwner, platformPackages, publishedPlatforms, readsOwnFiles, type GpuKind } from "./native-packages.ts";
+import { bundleCreatedRequires, guardDynamicRequires } from "./require-rewrites.ts";
+import { fetchPlatformPackage } from "./target-packages.ts";
+import type { Target } from "./targets.ts";
 
 const CACHE_MODULE = resolve(import.meta.dir, "native-cache.ts");
 const MANIFEST = "spool-native:manifest";
@@ -20,6 +24,15 @@ export interface NativeParts {
   hash: string;
   /** Package names the bundle's JavaScript came from. */
   packages: Set<string>;
+}
+
+/** A package name with a platform in it (`-linux-x64`, `-darwin-arm64`...). */
+const PLATFORM_IN_NAME = /^(@[\w.-]+\/)?[\w.-]*-(linux|darwin|win32|freebsd|android)-(x64|arm64|arm|ia32|riscv64|ppc64|s390x)\b/;
+
+/** Whether a native file is for the target (files that are no executable code are). */
+function forTarget(file: string, target: Target): boolean {
+  const platform = filePlatform(file);
+  return !platform || (platform.os === target.os && platform.arch === target.arch);
 }
 
 /** Loaders that search the disk for an addon at run time (node-gyp-build, bindings): what they find cannot be embedded. */
@@ -51,28 +64,73 @@ export function packageOf(file: string): { name: string; root: string } | null {
  */
 export function nativePlugin(options: {
   projectRoot: string;
+  /** The platform the binary is for: only its addons are embedded, its platform packages fetched when missing. */
+  target: Target;
   gpu?: GpuKind;
   onDone: (parts: NativeParts) => void;
   /** Called once per package whose addon the build cannot embed (found at run time by a loader). */
   onWarning?: (message: string) => void;
+  /** Progress lines (a platform package being fetched). */
+  onProgress?: (line: string) => void;
 }): BunPlugin {
   const addons = new Map<string, string>(); // absolute .node path -> root path
   const packages = new Map<string, string>(); // name -> folder
   const unembedded = new Set<string>();
+  const problems: string[] = []; // parts with no prebuilt for the target, reported together
+  /** The target's platform package `spec` names, when its owner (the importer's package) publishes it. */
+  const fetchable = (spec: string, importer: string): { name: string; version: string } | null => {
+    const owner = platformPackageOwner(spec);
+    const from = packageOf(importer);
+    if (!owner || from?.name !== owner) return null;
+    const name = spec.split("/").slice(0, 2).join("/");
+    if (!platformPackages(owner, options.target, options.gpu).includes(name)) return null;
+    const version = publishedPlatforms(from.root)[name];
+    return version ? { name, version } : null; // not published: collect() names the platforms that are
+  };
+  /** Whether a file belongs to a platform package of another platform than the target's (any GPU build of the target's is its own). */
+  const otherPlatform = (file: string): boolean => {
+    const pkg = packageOf(file);
+    const owner = pkg && platformPackageOwner(pkg.name);
+    if (!pkg || !owner) return false;
+    return ![...platformPackages(owner, options.target, "cuda"), ...platformPackages(owner, options.target, "vulkan")].includes(pkg.name);
+  };
+  /** A platform package of the target that is not installed: fetched into the build's cache, resolved from there. */
+  const fetched = (spec: string, importer: string): string | null => {
+    const wanted = fetchable(spec, importer);
+    if (!wanted) return null;
+    try {
+      return Bun.resolveSync(spec, fetchPlatformPackage(wanted.name, wanted.version, options.target, { log: options.onProgress }));
+    } catch (err) {
+      problems.push((err as Error).message);
+      return null;
+    }
+  };
   return {
     name: "spool-native",
     setup(build) {
       build.onResolve({ filter: /\.node$/ }, (args) => {
         // The manifest embeds addons as plain files: Bun would load a .node import as an addon even with { type: "file" }.
         if (args.importer.endsWith(MANIFEST)) return { path: `${args.path}.embedded`, namespace: "spool-native-file" };
+        const from = args.resolveDir || dirname(args.importer);
         let file: string;
         try {
-          file = args.path.startsWith(".") || args.path.startsWith("/") ? resolve(args.resolveDir || dirname(args.importer), args.path) : Bun.resolveSync(args.path, args.resolveDir || dirname(args.importer));
+          file = args.path.startsWith(".") || args.path.startsWith("/") ? resolve(from, args.path) : Bun.resolveSync(args.path, from);
         } catch {
-          return undefined; // unresolvable (another platform's addon): left to fail at run time, where packages catch it
+          const got = fetched(args.path, args.importer);
+          // Unresolvable and not the target's (another platform's addon): left to fail at run time, where packages catch it.
+          if (!got) return undefined;
+          file = got;
+          if (!file.endsWith(".node")) return { path: file }; // sharp's index.cjs, from the build's cache
         }
-        // A package export named *.node can lead to JavaScript (sharp's index.cjs): bundle that as usual.
-        if (!file.endsWith(".node") || !existsSync(file)) return undefined;
+        if (!existsSync(file)) {
+          const missing = missingPrebuilt(args.path, from, options.target);
+          if (missing) problems.push(`${packageOf(args.importer)?.name ?? args.importer} ${missing}`);
+          return undefined;
+        }
+        // A package export named *.node can lead to JavaScript (sharp's index.cjs): bundle that as
+        // usual, unless it is another platform's package (its require.resolve would embed its library).
+        if (!file.endsWith(".node")) return otherPlatform(file) ? { path: args.path, namespace: "spool-missing" } : undefined;
+        if (!forTarget(file, options.target)) return { path: file, namespace: "spool-foreign-addon" }; // another platform's, never loaded on the target
         addons.set(file, rootPath(file, options.projectRoot));
         return { path: file, namespace: "spool-native-addon" };
       });
@@ -80,15 +138,34 @@ export function nativePlugin(options: {
         contents: `const { native } = require(${JSON.stringify(MANIFEST)});\nmodule.exports = native.loadAddon(${JSON.stringify(addons.get(args.path))});\n`,
         loader: "js",
       }));
+      // Packages published once per platform whose main is the addon (napi-rs's, e.g. @reflink/reflink-linux-x64-gnu)
+      // are required by name, which Bun would embed as it is: another platform's stays out.
+      build.onResolve({ filter: PLATFORM_IN_NAME }, (args) => {
+        let file: string;
+        try {
+          file = Bun.resolveSync(args.path, args.resolveDir || dirname(args.importer));
+        } catch {
+          return undefined;
+        }
+        return file.endsWith(".node") && !forTarget(file, options.target) ? { path: file, namespace: "spool-foreign-addon" } : undefined;
+      });
+      build.onLoad({ filter: /.*/, namespace: "spool-foreign-addon" }, (args) => ({
+        contents: `throw new Error(${JSON.stringify(`${basename(args.path)} is for another platform than ${options.target.name}; it is not in this binary`)});\n`,
+        loader: "js",
+      }));
       build.onLoad({ filter: /.*/, namespace: "spool-native-file" }, (args) => ({ contents: readFileSync(args.path.replace(/\.embedded$/, "")), loader: "file" }));
       // Optional platform packages (node-llama-cpp's for other systems) are imported by name and
       // caught when missing: one not installed becomes a module that fails the same way at run time.
       build.onResolve({ filter: /^[@\w]/ }, (args) => {
-        if (args.kind !== "dynamic-import" || resolvable(args.path, args.resolveDir || dirname(args.importer))) return undefined;
+        if (args.kind !== "dynamic-import") return undefined;
+        const from = args.resolveDir || dirname(args.importer);
+        if (resolvable(args.path, from)) return otherPlatform(Bun.resolveSync(args.path, from)) ? { path: args.path, namespace: "spool-missing" } : undefined;
+        const got = fetched(args.path, args.importer);
+        if (got) return { path: got };
         return { path: args.path, namespace: "spool-missing" };
       });
       build.onLoad({ filter: /.*/, namespace: "spool-missing" }, (args) => ({
-        contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find package '${args.path}' (it was not installed when this binary was built)`)}), { code: "ERR_MODULE_NOT_FOUND" });\n`,
+        contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find package '${args.path}' (not in this binary: not installed when it was built, or another platform's)`)}), { code: "ERR_MODULE_NOT_FOUND" });\n`,
         loader: "js",
       }));
       build.onResolve({ filter: RUNTIME_ADDON_LOADERS }, (args) => {
@@ -102,6 +179,7 @@ export function nativePlugin(options: {
       build.onResolve({ filter: /^spool-native:manifest$/ }, () => ({ path: MANIFEST, namespace: "spool-native" }));
       build.onLoad({ filter: /.*/, namespace: "spool-native" }, async (args) => {
         await args.defer(); // every module is parsed: all addons and packages are known
+        if (problems.length > 0) throw new EmbedError([...new Set(problems)].join("\n"));
         const parts = collect(addons, packages, options);
         options.onDone(parts);
         return { contents: manifestModule(parts), loader: "js" };
@@ -110,7 +188,8 @@ export function nativePlugin(options: {
         const pkg = packageOf(args.path);
         if (pkg) packages.set(pkg.name, pkg.root);
         const source = readFileSync(args.path, "utf8");
-        let out = guardDynamicRequires(bundleCreatedRequires(source, dirname(args.path)));
+        const bundles = (spec: string) => resolvable(spec, dirname(args.path)) || fetchable(spec, args.path) !== null;
+        let out = guardDynamicRequires(bundleCreatedRequires(source, bundles));
         if (pkg && readsOwnFiles(pkg.name) && out.includes("import.meta.url")) {
           // The folder is the package's own, so reads relative to it find the extracted files; the
           // file name says "bundled", so code that would run its own file again (node-llama-cpp's
@@ -125,45 +204,6 @@ export function nativePlugin(options: {
   };
 }
 
-/**
- * `const req = createRequire(import.meta.url)` makes requires the bundler cannot see. Calls
- * with a literal name that resolves from the file become plain `require("name")` (bundled);
- * every other use keeps a renamed runtime require.
- */
-export function bundleCreatedRequires(source: string, dir: string): string {
-  const decl = /\b(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*((?:[\w$]+\.)?createRequire\s*\()/g;
-  const names = [...source.matchAll(decl)].map((m) => m[2]!);
-  if (names.length === 0) return source;
-  let out = source.replace(decl, (_m, kind: string, name: string, call: string) => `${kind} __spoolRuntime_${name} = ${call}`);
-  for (const name of new Set(names)) {
-    const use = new RegExp(`(?<![\\w$.'"\`])${name.replace(/\$/g, "\\$")}(?![\\w$])(\\s*\\(\\s*(["'])([^"'\`\\n]+)\\2\\s*\\))?`, "g");
-    out = out.replace(use, (whole, call: string | undefined, _q, spec: string | undefined) => {
-      if (call && spec && resolvable(spec, dir)) return `require(${JSON.stringify(spec)})`;
-      return whole.replace(name, `__spoolRuntime_${name}`);
-    });
-  }
-  return out;
-}
-
-const GUARD = "__spoolBundledOnly";
-
-/**
- * A compiled binary resolves a runtime `require(name)` from the node_modules of its working
- * directory, so a package probing for an optional one (protobufjs's `inquire("long")`) would
- * load whatever version a project beside it has. Requires with a computed name that is a bare
- * package name fail as "not installed" instead, as they would with nothing on disk; builtins,
- * paths and literal names (bundled) are untouched.
- */
-export function guardDynamicRequires(source: string): string {
-  const dynamic = /(?<![\w$.'"`])require\((?!\s*["'`])/g;
-  if (!dynamic.test(source)) return source;
-  // A function declaration at the end: hoisted, and a leading "use strict" stays the first statement.
-  const guard =
-    `\nfunction ${GUARD}(n) { if (typeof n === "string" && !n.startsWith(".") && !n.startsWith("/") && !require("node:module").isBuiltin(n)) ` +
-    `throw Object.assign(new Error("Cannot find module '" + n + "': it is not bundled into this binary"), { code: "MODULE_NOT_FOUND" }); return require(n); }\n`;
-  return source.replace(dynamic, `${GUARD}(`) + guard;
-}
-
 function resolvable(spec: string, dir: string): boolean {
   try {
     Bun.resolveSync(spec, dir);
@@ -173,8 +213,12 @@ function resolvable(spec: string, dir: string): boolean {
   }
 }
 
-function collect(addons: Map<string, string>, packages: Map<string, string>, options: { projectRoot: string; gpu?: GpuKind }): NativeParts {
-  if (options.gpu) checkGpuParts(options.gpu, new Set(packages.keys()), (name) => packages.get(name) ?? null);
+function collect(addons: Map<string, string>, packages: Map<string, string>, options: { projectRoot: string; target: Target; gpu?: GpuKind }): NativeParts {
+  for (const owner of ["sharp", "node-llama-cpp"]) {
+    const root = packages.get(owner);
+    if (root) checkPublished(owner, root, platformPackages(owner, options.target, undefined)[0]!, options.target, undefined);
+  }
+  if (options.gpu) checkGpuParts(options.gpu, options.target, new Set(packages.keys()), (name) => packages.get(name) ?? null);
   const files = new Map<string, string>(); // root path -> source
   const add = (source: string) => {
     const path = rootPath(source, options.projectRoot);
@@ -188,7 +232,7 @@ function collect(addons: Map<string, string>, packages: Map<string, string>, opt
     }
   }
   for (const [name, root] of packages) {
-    const globs = packageDataFiles(name, options.gpu);
+    const globs = packageDataFiles(name, options.gpu, options.target);
     for (const pattern of globs ?? []) {
       const hits = [...new Bun.Glob(pattern).scanSync({ cwd: root, onlyFiles: true })];
       if (hits.length === 0 && pattern.startsWith("bins")) throw new EmbedError(`${name} has no ${pattern} under ${root}; reinstall it (npm install) to embed its binaries`);
@@ -199,6 +243,10 @@ function collect(addons: Map<string, string>, packages: Map<string, string>, opt
   const hasher = new Bun.CryptoHasher("sha256");
   const embedded = sorted.map(([path, source]) => {
     const bytes = readFileSync(source);
+    if (!forTarget(source, options.target)) {
+      const platform = filePlatform(source)!;
+      throw new EmbedError(`${path} is a ${platform.os}-${platform.arch} file, not ${options.target.name}: the build would embed another platform's library`);
+    }
     hasher.update(`${path}\0${bytes.length}\0`);
     hasher.update(bytes);
     return { path, source, size: statSync(source).size };
@@ -210,4 +258,18 @@ function manifestModule(parts: NativeParts): string {
   const imports = parts.files.map((f, i) => `import f${i} from ${JSON.stringify(f.source)} with { type: "file" };`);
   const list = parts.files.map((f, i) => `{ path: ${JSON.stringify(f.path)}, source: f${i}, size: ${f.size} }`);
   return `import { NativeCache } from ${JSON.stringify(CACHE_MODULE)};\n${imports.join("\n")}\nexport const native = new NativeCache({ hash: ${JSON.stringify(parts.hash)}, files: [${list.join(", ")}] });\n`;
+}
+
+/**
+ * Why a relative addon path with the target's `<os>/<arch>` in it (onnxruntime's
+ * `bin/napi-v6/${process.platform}/${process.arch}/...`, inlined for the target) is missing:
+ * the platforms the package has prebuilts for, from its folders; null for other paths.
+ */
+export function missingPrebuilt(spec: string, from: string, target: Target): string | null {
+  const at = spec.indexOf(`/${target.os}/${target.arch}/`);
+  if (at < 0 || !spec.startsWith(".")) return null;
+  const parent = resolve(from, spec.slice(0, at));
+  const file = spec.slice(at + target.os.length + target.arch.length + 3);
+  const found = [...new Bun.Glob(`*/*/${file}`).scanSync({ cwd: parent, onlyFiles: true })].map((p) => p.split("/").slice(0, 2).join("-")).sort();
+  return `has no prebuilt for ${target.name} (no ${join(parent, target.os, target.arch, file)}); it has prebuilts for: ${found.join(", ") || "no platform"}`;
 }

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { mkdtempSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
@@ -6,40 +5,54 @@ import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
 import { isCompiled } from "../build/executable.ts";
+import { compileTarget, hostTarget, parseTarget, type Target } from "../build/targets.ts";
 import { buildServer, partialPath } from "./build-server.ts";
 
 const WORKER_MAIN = resolve(import.meta.dir, "../worker/worker-main.ts");
+const COMMAND_SPECS = resolve(import.meta.dir, "command-specs.ts");
 const PROJECT_ROOT = resolve(import.meta.dir, "../..");
 const GPUS: GpuKind[] = ["cuda", "vulkan"];
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
 
+/** The flags of `spool build` (runtime/cli/command-specs.ts). */
+export interface BuildFlags {
+  outfile?: string;
+  target?: string;
+  gpu?: string;
+  server?: boolean;
+}
+
 /**
- * `spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]`: one executable that is a
- * worker for that handler (bun build --compile, bytecode for a fast start), needing no Bun and
- * no node_modules. Native addons and the files their packages read are embedded and extracted
- * once, at first start, into the cache (runtime/build/native-cache.ts).
+ * `spool build <handler.ts> --outfile PATH [--target PLATFORM] [--gpu cuda|vulkan]`: one
+ * executable that is a worker for that handler (bun build --compile, bytecode for a fast
+ * start), needing no Bun and no node_modules, for this machine or another platform. Native
+ * addons and the files their packages read are embedded (the target's own, fetched from the npm
+ * registry when not installed) and extracted once, at first start, into the cache
+ * (runtime/build/native-cache.ts).
  */
-export async function buildCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: { outfile: { type: "string" }, gpu: { type: "string" }, server: { type: "boolean" } },
-    allowPositionals: true,
-  });
+export async function buildCommand(positionals: string[], values: BuildFlags): Promise<number> {
   const target = positionals[0];
+  let platform: Target;
+  try {
+    platform = values.target !== undefined ? parseTarget(values.target) : hostTarget();
+  } catch (err) {
+    console.error((err as Error).message);
+    return 2;
+  }
   if (isCompiled()) {
     console.error("spool build needs the Spool sources and their packages: run it from a checkout (npx bun runtime/cli.ts build ...)");
     return 2;
   }
   if (values.server) {
     if (target !== undefined || values.gpu !== undefined) {
-      console.error("spool build --server takes no handler and no --gpu: usage: spool build --server --outfile PATH");
+      console.error("spool build --server takes no handler and no --gpu: usage: spool build --server [--target PLATFORM] --outfile PATH");
       return 2;
     }
-    return buildServer(resolve(values.outfile ?? "spool"));
+    return buildServer(resolve(values.outfile ?? "spool"), platform);
   }
   if (!target) {
-    console.error("usage: spool build <handler.ts> --outfile PATH [--gpu cuda|vulkan]\n       spool build --server --outfile PATH");
+    console.error("usage: spool build <handler.ts> [--outfile PATH] [--target PLATFORM] [--gpu cuda|vulkan]\n       spool build --server [--target PLATFORM] [--outfile PATH]");
     return 2;
   }
   if (values.gpu !== undefined && !GPUS.includes(values.gpu as GpuKind)) {
@@ -59,24 +72,35 @@ export async function buildCommand(args: string[]): Promise<number> {
       entry,
       `import handler from ${JSON.stringify(handlerPath)};\n` +
         `import { workerMain } from ${JSON.stringify(WORKER_MAIN)};\n` +
+        `import { workerBinaryHelp } from ${JSON.stringify(COMMAND_SPECS)};\n` +
         `const args = process.argv.slice(2);\n` +
+        `if (args.includes("--help") || args.includes("-h")) {\n  console.log(workerBinaryHelp("./" + process.execPath.split("/").pop()));\n  process.exit(0);\n}\n` +
         `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
         `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`,
     );
-    console.log(`building ${outfile} from ${target}${gpu ? ` (with ${gpu})` : ""}`);
+    console.log(`building ${outfile} from ${target} for ${platform.name}${gpu ? ` (with ${gpu})` : ""}`);
     let parts: NativeParts | undefined;
     let result: Awaited<ReturnType<typeof Bun.build>>;
     try {
       // ESM bytecode: handlers may use import.meta; bytecode makes the start fast.
       result = await Bun.build({
         entrypoints: [entry],
-        compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false },
+        compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false, ...compileTarget(platform) },
         target: "bun",
         format: "esm",
         bytecode: true,
         minify: true,
         throw: false,
-        plugins: [nativePlugin({ projectRoot: PROJECT_ROOT, gpu, onDone: (p) => (parts = p), onWarning: (m) => console.log(`  warning: ${m}`) })],
+        plugins: [
+          nativePlugin({
+            projectRoot: PROJECT_ROOT,
+            target: platform,
+            gpu,
+            onDone: (p) => (parts = p),
+            onWarning: (m) => console.log(`  warning: ${m}`),
+            onProgress: (m) => console.log(`  ${m}`),
+          }),
+        ],
       });
     } catch (err) {
       return fail((err as Error).message);
@@ -86,7 +110,7 @@ export async function buildCommand(args: string[]): Promise<number> {
     if (warnings.length > 0) return fail(warnings.map(String).join("\n"));
     renameSync(partial, outfile);
     printParts(parts);
-    console.log(`built ${outfile} (${mb(statSync(outfile).size)})`);
+    console.log(`built ${outfile} for ${platform.name} (${mb(statSync(outfile).size)})`);
     return 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });

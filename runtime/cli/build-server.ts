@@ -1,5 +1,6 @@
 import { renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
+import { compileTarget, type Target } from "../build/targets.ts";
 
 const CLI = resolve(import.meta.dir, "../cli.ts");
 
@@ -12,13 +13,13 @@ export const partialPath = (outfile: string) => join(dirname(outfile), `.${basen
  * the docs page's script inside it. It carries no model packages: its endpoints run built
  * workers (`handler` = a binary from `spool build <handler>`) or workers that connect themselves.
  */
-export async function buildServer(outfile: string): Promise<number> {
-  console.log(`building ${outfile}: the spool server and command`);
+export async function buildServer(outfile: string, platform: Target): Promise<number> {
+  console.log(`building ${outfile}: the spool server and command, for ${platform.name}`);
   const partial = partialPath(outfile);
   try {
     const result = await Bun.build({
       entrypoints: [CLI],
-      compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false },
+      compile: { outfile: partial, autoloadDotenv: false, autoloadBunfig: false, ...compileTarget(platform) },
       target: "bun",
       minify: true,
       throw: false,
@@ -31,6 +32,6 @@ export async function buildServer(outfile: string): Promise<number> {
   } finally {
     rmSync(partial, { force: true });
   }
-  console.log(`built ${outfile} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
+  console.log(`built ${outfile} for ${platform.name} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
   return 0;
 }

@@ -1,4 +1,3 @@
-import { parseArgs } from "node:util";
 import { basename, resolve } from "node:path";
 import { systemClock } from "../clock.ts";
 import { loadConfig } from "../config/config.ts";
@@ -14,12 +13,7 @@ import { openStore } from "./open-store.ts";
  * on the embedded store plus one worker process for the handler, so /run, /status and /stream
  * behave locally exactly as in production.
  */
-export async function devCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { port: { type: "string" }, data: { type: "string" }, endpoint: { type: "string" } },
-  });
+export async function devCommand(positionals: string[], values: { port?: string; data?: string; endpoint?: string }): Promise<number> {
   const target = positionals[0];
   if (!target) {
     console.error("usage: spool dev <handler.ts> [--port 8080] [--data DIR] [--endpoint ID]");

@@ -1,12 +1,6 @@
-import { parseArgs } from "node:util";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { isCompiled } from "../build/executable.ts";
-
-export const INIT_USAGE = "usage: spool init [DIR] [--spool SPEC]\n" +
-  "  scaffolds a handler project in DIR (default: this folder): package.json with dev, test and build\n" +
-  "  scripts, src/handler.ts and its test, spool.toml, README.md. --spool: where the project gets Spool\n" +
-  "  from (a version range, or the path of a folder or .tgz); default: this Spool's version";
 
 const TEMPLATE = join(import.meta.dir, "init-template");
 const PACKAGE_ROOT = resolve(import.meta.dir, "../..");
@@ -14,14 +8,9 @@ const PACKAGE_ROOT = resolve(import.meta.dir, "../..");
 const DOTFILES = new Set(["gitignore"]);
 
 /** `spool init [DIR] [--spool SPEC]`: a new project whose handlers depend on this package. */
-export function initCommand(args: string[]): number {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { spool: { type: "string" }, help: { type: "boolean", short: "h" } } });
-  if (values.help) {
-    console.log(INIT_USAGE);
-    return 0;
-  }
+export function initCommand(positionals: string[], values: { spool?: string }): number {
   if (positionals.length > 1) {
-    console.error(INIT_USAGE);
+    console.error("spool init takes one folder (spool init --help lists its options)");
     return 2;
   }
   if (isCompiled()) {

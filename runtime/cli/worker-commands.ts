@@ -1,8 +1,6 @@
-import { parseArgs } from "node:util";
 import { isHandlerSource } from "../build/executable.ts";
 import { loadHandler } from "../worker/handler-loader.ts";
-import { WORKER_FLAGS, workerMain } from "../worker/worker-main.ts";
-
+import { workerMain } from "../worker/worker-main.ts";
 
 /** `spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY` (or RunPod's env). */
 export async function workerCommand(args: string[]): Promise<number> {
@@ -22,13 +20,12 @@ export async function workerCommand(args: string[]): Promise<number> {
 }
 
 /** `spool run <handler> [--input '<json>']`: one job, output on stdout, non-zero exit on failure. */
-export async function runCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options: { input: WORKER_FLAGS.input }, allowPositionals: true });
+export async function runCommand(positionals: string[], flags: { input?: string }): Promise<number> {
   const target = positionals[0];
   if (!target) {
     console.error("usage: spool run <handler.ts> [--input '<json>']  (or ./test_input.json)");
     return 2;
   }
   const handler = await loadHandler(target);
-  return workerMain(handler, values.input === undefined ? [] : ["--input", values.input], [], { ...process.env, RUNPOD_WEBHOOK_GET_JOB: undefined });
+  return workerMain(handler, flags.input === undefined ? [] : ["--input", flags.input], [], { ...process.env, RUNPOD_WEBHOOK_GET_JOB: undefined });
 }

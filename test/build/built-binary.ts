@@ -33,7 +33,8 @@ export interface Bare extends Disposable {
   start(args: string[], env?: Record<string, string>): Spawned;
 }
 
-export function bareCopy(binary: string): Bare {
+/** `runner`: a command that runs the binary (an emulator for another CPU's), before `./name`. */
+export function bareCopy(binary: string, runner: string[] = []): Bare {
   const dir = mkdtempSync(join(tmpdir(), "spool-bare-"));
   const exe = join(dir, basename(binary));
   copyFileSync(binary, exe);
@@ -43,7 +44,7 @@ export function bareCopy(binary: string): Bare {
     dir,
     exe,
     cacheEntries: () => readdirSync(cache).filter((n) => n.startsWith("native-")).map((n) => join(cache, n)),
-    start: (args, env = {}) => spawnProcess([`./${basename(binary)}`, ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir, ...env } }),
+    start: (args, env = {}) => spawnProcess([...runner, `./${basename(binary)}`, ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir, ...env } }),
     [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

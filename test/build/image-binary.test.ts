@@ -32,7 +32,7 @@ describe("the image-fast binary", () => {
     expect(built.output).toContain("embedded onnxruntime-node/bin/napi-v6/linux/x64/ (2 files,");
     expect(built.output).toContain("embedded @img/sharp-linux-x64/lib/ (1 file,");
     expect(built.output).toContain("embedded @img/sharp-libvips-linux-x64/lib/ (1 file,");
-    expect(built.output).toMatch(new RegExp(`built ${built.binary} \\(\\d+\\.\\d MB\\)`));
+    expect(built.output).toMatch(new RegExp(`built ${built.binary} for ${process.platform}-${process.arch} \\(\\d+\\.\\d MB\\)`));
   });
 
   test("alone in an empty dir under env -i: flags, then RunPod's env contract reusing the cache, then a tampered cache repaired", async () => {

@@ -2,8 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bundleCreatedRequires, guardDynamicRequires, nativePlugin, packageOf, rootPath } from "../../runtime/build/native-plugin.ts";
+import { nativePlugin, packageOf, rootPath } from "../../runtime/build/native-plugin.ts";
+import { bundleCreatedRequires, guardDynamicRequires } from "../../runtime/build/require-rewrites.ts";
 import { ROOT } from "./built-binary.ts";
+import { hostTarget } from "../../runtime/build/targets.ts";
 
 describe("the native build plugin's rewrites", () => {
   test("files map to their path below the last node_modules; packages are named with their scope", () => {
@@ -14,7 +16,7 @@ describe("the native build plugin's rewrites", () => {
     expect(packageOf("/p/src/z.js")).toBeNull();
   });
 
-  test("createRequire calls with a literal name that resolves become bundled requires; the rest stay runtime requires", () => {
+  test("createRequire calls with a literal name the build can bundle become bundled requires; the rest stay runtime requires", () => {
     const src = [
       'import { createRequire } from "node:module";',
       "const require = createRequire(import.meta.url);",
@@ -23,7 +25,8 @@ describe("the native build plugin's rewrites", () => {
       "const c = require(path);",
       'const d = require.resolve("zod");',
     ].join("\n");
-    expect(bundleCreatedRequires(src, ROOT).split("\n")).toEqual([
+    const bundles = (spec: string) => spec === "zod";
+    expect(bundleCreatedRequires(src, bundles).split("\n")).toEqual([
       'import { createRequire } from "node:module";',
       "const __spoolRuntime_require = createRequire(import.meta.url);",
       'const a = require("zod");',
@@ -48,7 +51,7 @@ describe("the native build plugin's rewrites", () => {
       const entry = join(dir, "entry.ts");
       writeFileSync(entry, `import { pack } from ${JSON.stringify(require.resolve("msgpackr"))};\nconsole.log(pack({ a: 1 }).length);\n`);
       const warnings: string[] = [];
-      const result = await Bun.build({ entrypoints: [entry], target: "bun", plugins: [nativePlugin({ projectRoot: ROOT, onDone: () => {}, onWarning: (w) => warnings.push(w) })] });
+      const result = await Bun.build({ entrypoints: [entry], target: "bun", plugins: [nativePlugin({ projectRoot: ROOT, target: hostTarget(), onDone: () => {}, onWarning: (w) => warnings.push(w) })] });
       expect(result.success).toBe(true);
       expect(warnings).toEqual([expect.stringMatching(/^msgpackr-extract finds its native addon at run time through node-gyp-build-optional-packages; a single-file build cannot embed it/)]);
     } finally {

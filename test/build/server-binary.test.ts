@@ -66,6 +66,13 @@ describe("a compiled server", () => {
     expect(errors).toEqual([]);
   }, 60_000);
 
+  test("a built worker answers --help with its options under its own name", () => {
+    const r = Bun.spawnSync([worker.binary, "--help"], { cwd: bare.dir, stdout: "pipe", stderr: "pipe" });
+    const name = `./${worker.binary.split("/").pop()}`;
+    expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: "" });
+    expect(r.stdout.toString()).toContain(`usage: ${name} [--url URL] [--endpoint ID] [--api-key KEY] [--worker-id ID] [--input JSON] [--no-supervise]\n`);
+  });
+
   test("refuses handler sources with the way to build them", async () => {
     await using proc = bare.start(["serve", "--port", "0", "--data", join(bare.dir, "data2")]);
     expect(await proc.proc.exited).toBe(2);

@@ -59,7 +59,7 @@ test("spool init overwrites nothing: a folder holding a file it would write is l
 test("spool init with two folders, or a file for the folder, is a usage error", () => {
   const two = init(["a", "b"]);
   expect(two.code).toBe(2);
-  expect(two.stderr).toContain("usage: spool init [DIR] [--spool SPEC]");
+  expect(two.stderr).toContain("spool init takes one folder (spool init --help lists its options)");
   writeFileSync(join(dir, "a-file"), "");
   const file = init(["a-file"]);
   expect(file.code).toBe(2);

@@ -1,12 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { aptInstall, SYSTEM_PATH } from "./apt-install.ts";
 
 let started: Promise<string> | undefined;
 let installed: Promise<string> | undefined;
-
-/** Where apt puts programs, searched after an install even when the caller's PATH lacks them. */
-const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /**
  * The redis-server program: the one on PATH, else installed from apt once per test process (as
@@ -16,18 +14,9 @@ export function redisServerPath(): Promise<string> {
   installed ??= (async () => {
     const onPath = Bun.which("redis-server");
     if (onPath) return onPath;
-    const env = { ...process.env, PATH: `${process.env.PATH ?? ""}:${SYSTEM_PATH}`, DEBIAN_FRONTEND: "noninteractive" };
-    // Several test processes may install at once: wait for apt's lock instead of failing on it.
-    const apt = "apt-get -y -q -o DPkg::Lock::Timeout=300";
-    const install = Bun.spawn(["/bin/sh", "-c", `${apt} install redis-server || (${apt} update && ${apt} install redis-server)`], {
-      env,
-      stdin: "ignore",
-      stdout: "ignore",
-      stderr: "pipe",
-    });
-    const [stderr, code] = await Promise.all([new Response(install.stderr).text(), install.exited]);
-    const path = Bun.which("redis-server", { PATH: env.PATH });
-    if (code !== 0 || !path) throw new Error(`redis-server is missing and apt-get install redis-server failed (exit ${code}): ${stderr.slice(-2000)}`);
+    await aptInstall(["redis-server"]);
+    const path = Bun.which("redis-server", { PATH: `${process.env.PATH ?? ""}:${SYSTEM_PATH}` });
+    if (!path) throw new Error("apt-get installed redis-server, but no redis-server program is to be found");
     return path;
   })();
   return installed;

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { readMachODylibs } from "./macho-deps.ts";
 
 /** What an ELF shared object asks the dynamic loader for: DT_NEEDED names and its RPATH/RUNPATH entries. */
 export interface ElfDynamic {
@@ -46,9 +47,10 @@ export function readElfDynamic(file: string): ElfDynamic | null {
 /**
  * The files a native addon needs beside it at load time: every regular file in its own folder
  * (libraries it dlopens by name, e.g. onnxruntime's execution providers) and, recursively,
- * every DT_NEEDED library found through an `$ORIGIN`-relative RPATH/RUNPATH (sharp's libvips
- * in a sibling package). System libraries (libc, libstdc++) are not found that way and stay
- * the host's.
+ * every library it links that lives beside it or in a folder its own RPATH/RUNPATH names
+ * relative to itself (`$ORIGIN` on Linux; `@loader_path` and `@rpath` on macOS): sharp's
+ * libvips in a sibling package. System libraries (libc, libstdc++, libc++) are not found that
+ * way and stay the host's.
  */
 export function addonClosure(addon: string): string[] {
   const found = new Set<string>();
@@ -60,14 +62,27 @@ export function addonClosure(addon: string): string[] {
     const file = queue.pop()!;
     if (found.has(file)) continue;
     found.add(file);
-    const dyn = readElfDynamic(file);
-    if (!dyn) continue;
-    const origin = dirname(file);
-    const dirs = dyn.searchPaths.filter((p) => p.startsWith("$ORIGIN")).map((p) => resolve(origin, p.replace(/^\$ORIGIN\/?/, "./")));
-    for (const name of dyn.needed) {
-      const hit = [origin, ...dirs].map((d) => join(d, name)).find((p) => existsSync(p) && statSync(p).isFile());
-      if (hit) queue.push(realpathSync(hit));
-    }
+    for (const hit of linkedBeside(file)) queue.push(realpathSync(hit));
   }
   return [...found].sort();
+}
+
+const isFile = (p: string) => existsSync(p) && statSync(p).isFile();
+
+/** The libraries `file` links that are found relative to it (ELF or Mach-O); none for other files. */
+function linkedBeside(file: string): string[] {
+  const origin = dirname(file);
+  const elf = readElfDynamic(file);
+  if (elf) {
+    const dirs = [origin, ...elf.searchPaths.filter((p) => p.startsWith("$ORIGIN")).map((p) => resolve(origin, p.replace(/^\$ORIGIN\/?/, "./")))];
+    return elf.needed.flatMap((name) => dirs.map((d) => join(d, name)).find(isFile) ?? []);
+  }
+  const macho = readMachODylibs(file);
+  if (!macho) return [];
+  const local = (p: string) => (p.startsWith("@loader_path") ? resolve(origin, p.replace(/^@loader_path\/?/, "./")) : null);
+  const rpaths = macho.rpaths.map(local).filter((p): p is string => p !== null);
+  return macho.needed.flatMap((name) => {
+    const candidates = name.startsWith("@rpath/") ? rpaths.map((d) => join(d, name.slice("@rpath/".length))) : [local(name)].filter((p): p is string => p !== null);
+    return candidates.find(isFile) ?? [];
+  });
 }
