@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -109,6 +109,11 @@ export const MIGRATIONS: Record<number, string> = {
   // The queue lives in memory (claims, positions and purges read it), read back from the table
   // when the store opens: a submission and a take each change one index page fewer.
   9: `DROP INDEX IF EXISTS jobs_queued;`,
+  // A submission's Idempotency-Key lives on its job's row: written in the same transaction, gone
+  // with the row. The index holds only jobs submitted with a key.
+  10: `ALTER TABLE jobs ADD COLUMN idem_key TEXT;
+       ALTER TABLE jobs ADD COLUMN idem_hash TEXT;
+       CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(key_id, endpoint, idem_key) WHERE idem_key IS NOT NULL;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
