@@ -27,8 +27,8 @@ export interface AppDeps {
   inputSchemas?: InputSchemas;
   /** Workers that fail to start, per endpoint: /health shows it, submissions are refused at the limit. */
   startFailures?: StartFailures;
-  /** Told of every worker request, so the scaler knows its workers are up. */
-  workerSeen?: (workerId: string) => void;
+  /** Told of every worker request, so the scaler knows its workers are up (and the endpoint's workers start). */
+  workerSeen?: (workerId: string, endpointId: string) => void;
 }
 
 /** What routes are built from: the app's deps and the one job path. */

@@ -71,7 +71,10 @@ export function startServer(options: {
     localFiles,
     inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
-    workerSeen: (id: string) => scaler.seen(id),
+    workerSeen: (id: string, ep: string) => {
+      scaler.seen(id);
+      startFailures.ready(ep);
+    },
   };
   const app = createApp(deps);
   const maintenance = startMaintenance({ ...deps, serverId });

@@ -69,7 +69,6 @@ export class Scaler {
   /** A worker reached the server (any worker request): it is no longer initializing. */
   seen(workerId: string): void {
     const w = this.#byId.get(workerId);
-    if (w && !w.seen) this.#deps.startFailures?.ready(w.endpointId);
     if (w) w.seen = true;
   }
 

@@ -33,6 +33,9 @@ export interface StartFailuresDeps {
   metrics?: ServerMetrics;
 }
 
+/** Retry-After for an endpoint whose outside workers report start failures: when one may have been restarted. */
+const REPORTED_RETRY_MS = 10_000;
+
 /** error_type of the jobs a start failure ends. */
 export const START_ERROR_TYPE = "WorkerStartError";
 
@@ -71,6 +74,15 @@ export class StartFailures {
     metrics?.startFailed(endpointId);
     log.warn(`worker failed to start: ${message}`, { endpointId, workerId, attempts, code: exit.code, signal: exit.signal, retryInMs });
     if (refusing) await this.#failQueued(endpointId, workerId);
+  }
+
+  /**
+   * A worker that connects itself reported that it cannot start (ping ?status=start_failed&reason=).
+   * Workers the scaler starts are judged by their exit instead (it keeps their error output).
+   */
+  async reported(endpointId: string, workerId: string, reason: string): Promise<void> {
+    if (this.#deps.config.endpoints[endpointId]?.handler) return;
+    await this.failed(endpointId, workerId, { output: reason.slice(-4000) }, REPORTED_RETRY_MS);
   }
 
   /** A worker of the endpoint reached the server: it starts, so everything is as before. */
@@ -126,6 +138,7 @@ export class StartFailures {
 export function startErrorMessage(exit: StartExit): string {
   const lines = exit.output.split("\n").map((l) => l.trim()).filter((l) => l && !/^at\s/.test(l) && !/^\d+ \|/.test(l));
   const line = lines.findLast((l) => /error|not found|cannot|failed|denied|killed|memory/i.test(l)) ?? lines.at(-1);
-  const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code ?? "?"}`;
+  if (exit.code === undefined && !exit.signal) return line ?? "the worker reported that it cannot start";
+  const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
   return line ? `${line} (${how} before it was ready)` : `the worker ${how} before it was ready`;
 }

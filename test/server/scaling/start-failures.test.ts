@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import type { ConfigInput } from "../../../runtime/config/config.ts";
 import { MemoryLog, type Log } from "../../../runtime/log.ts";
 import { Exposition } from "../../helpers/prometheus.ts";
+import { protocolWorker } from "../../helpers/protocol-worker.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
@@ -98,4 +99,25 @@ describe("workers that cannot start", () => {
     expect(job.status).toBe("FAILED");
     expect(jobError(job).error_type).toBe("WorkerStartError");
   }, 90_000);
+
+  test("a worker that connects itself reports its start failure on a ping; its next request clears it", async () => {
+    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1 } } });
+    const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
+    const worker = Bun.spawn(
+      [process.execPath, resolve(import.meta.dir, "../../../runtime/cli.ts"), "worker", FIXTURE, "--no-supervise", "--url", srv.url, "--endpoint", "ext", "--worker-id", "outside-1"],
+      { env: { ...process.env, SPOOL_API_KEY: srv.key, SPOOL_HANDLER_OPTIONS: JSON.stringify({ model: "/nonexistent/model.gguf" }) }, stdout: "ignore", stderr: "ignore" },
+    );
+    expect(await worker.exited).toBe(1);
+    const h = (await srv.json("GET", "/v2/ext/health"))[1];
+    expect(h.workers.failing).toBe(1);
+    expect(h.lastStartError).toMatchObject({ message: "Error: model file /nonexistent/model.gguf not found", attempts: 1, refusing: true });
+    const [, job] = await srv.json("GET", `/v2/ext/status/${queued.id}`);
+    expect([job.status, jobError(job).error_type]).toEqual(["FAILED", "WorkerStartError"]);
+    expect((await srv.call("POST", "/v2/ext/run", { input: {} })).status).toBe(503);
+    // A worker that is up (any worker request) clears it.
+    await protocolWorker(srv, "ext", "outside-2").take();
+    expect((await srv.json("GET", "/v2/ext/health"))[1].lastStartError).toBeUndefined();
+    expect((await srv.call("POST", "/v2/ext/run", { input: {} })).status).toBe(200);
+  });
 });
+
