@@ -6,7 +6,7 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "./wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -94,22 +94,24 @@ export class JobService {
     // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
     // end of the store's id index instead of on a random page, so a commit writes fewer pages.
     const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
-    const job = await this.#store.enqueue(
-      {
-        id,
-        endpointId,
-        input: request.input,
-        webhook: request.webhook,
-        policy: {
-          executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
-          lowPriority: request.policy?.lowPriority ?? false,
-          ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
-        },
-        s3Config: request.s3Config,
-        sync: options.sync,
-        keyId: options.keyId,
-        ...(options.idempotencyKey === undefined ? {} : { idempotency: { key: options.idempotencyKey, bodyHash: bodyHash(request) } }),
+    const newJob: NewJob = {
+      id,
+      endpointId,
+      input: request.input,
+      webhook: request.webhook,
+      policy: {
+        executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
+        lowPriority: request.policy?.lowPriority ?? false,
+        ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
       },
+      s3Config: request.s3Config,
+      sync: options.sync,
+      keyId: options.keyId,
+    };
+    // Only when the header came: a submission without one costs nothing more.
+    if (options.idempotencyKey !== undefined) newJob.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request) };
+    const job = await this.#store.enqueue(
+      newJob,
       this.#clock.now(),
       maxQueued,
       taker?.workerId,
