@@ -8,6 +8,7 @@ import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
 import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "./wait-for.ts";
+import { bodyHash, idempotencyConflict } from "./idempotency.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
 
@@ -118,7 +119,7 @@ export class JobService {
     ).catch(async (err: unknown) => {
       if (err instanceof IdempotencyConflictError) {
         if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
-        throw new HttpError(422, `${err.message}: a retry must send the same body; a new request needs a new key`);
+        throw idempotencyConflict(err);
       }
       const full = err instanceof QueueFullError;
       if (taker) {
@@ -318,9 +319,4 @@ export class JobService {
     if (outcome?.cancelled) this.#events.emit({ type: "ended", job: outcome.job });
     return outcome?.job ?? null;
   }
-}
-
-/** What identifies a request body for an Idempotency-Key: the SHA-256 of the request as read. */
-function bodyHash(request: JobRequest): string {
-  return new Bun.CryptoHasher("sha256").update(JSON.stringify(request)).digest("hex");
 }
