@@ -11,7 +11,7 @@ runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RE
 
 const T0 = 1_790_000_000_000;
 /** Takes a file back to before schema 10 (no Idempotency-Key columns), for the tests that fake an older file. */
-const BEFORE_IDEMPOTENCY = "DROP INDEX jobs_idem; ALTER TABLE jobs DROP COLUMN idem_key; ALTER TABLE jobs DROP COLUMN idem_hash;";
+const BEFORE_IDEMPOTENCY = "DROP TABLE idempotency_keys;";
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
 
 test("sqlite: counts and queue order kept in memory are rebuilt from the file when it is opened again", async () => {
@@ -64,7 +64,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     const after = new Database(join(dir, "spool.db"));
     const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_expiry", "jobs_idem", "jobs_in_progress"]);
+    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

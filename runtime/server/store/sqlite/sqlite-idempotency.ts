@@ -1,11 +1,12 @@
 import { IdempotencyConflictError, type EnqueuedJob, type NewJob } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
-import type { JobRow } from "./sqlite-schema.ts";
+
+/** The key's row: one per API key, endpoint and Idempotency-Key. */
+const scopeOf = (job: NewJob) => `${job.keyId ?? ""}\n${job.endpointId}\n${job.idempotency!.key}`;
 
 /**
- * Idempotency-Keys on the embedded store: the key and its body's hash are columns of the job's
- * own row (unique per API key and endpoint while set), so the key is written in the job's
- * transaction and goes when the job's row goes.
+ * Idempotency-Keys on the embedded store: a row naming the job, written in the job's transaction
+ * and removed with the job (SqliteContext.forgetJob).
  */
 export const idempotency = {
   /**
@@ -14,22 +15,20 @@ export const idempotency = {
    * IdempotencyConflictError, changing nothing, when that job came with another body.
    */
   find(s: SqliteContext, job: NewJob, now: number): EnqueuedJob | undefined {
-    const tag = job.idempotency!;
-    const row = s.db
-      .query<JobRow & { idem_hash: string }, [string, string, string]>("SELECT * FROM jobs WHERE key_id = ? AND endpoint = ? AND idem_key = ?")
-      .get(job.keyId ?? "", job.endpointId, tag.key);
+    if (!s.idempotencyKeys) return undefined;
+    const key = s.db
+      .query<{ job_id: string; body_hash: string }, [string]>("SELECT job_id, body_hash FROM idempotency_keys WHERE scope = ?")
+      .get(scopeOf(job));
+    if (!key) return undefined;
+    const row = s.liveRow(job.endpointId, key.job_id, now);
     if (!row) return undefined;
-    if (row.expires_at <= now) {
-      s.db.query("UPDATE jobs SET idem_key = NULL, idem_hash = NULL WHERE id = ?").run(row.id);
-      return undefined;
-    }
-    if (row.idem_hash !== tag.bodyHash) throw new IdempotencyConflictError(row.id);
+    if (key.body_hash !== job.idempotency!.bodyHash) throw new IdempotencyConflictError(row.id);
     return { ...s.job(row), replayed: true };
   },
 
-  /** Writes the key on the job just inserted (same transaction). */
+  /** Writes the key of the job just inserted (same transaction), in place of one whose job is gone. */
   tag(s: SqliteContext, job: NewJob): void {
-    const tag = job.idempotency!;
-    s.db.query("UPDATE jobs SET key_id = ?, idem_key = ?, idem_hash = ? WHERE id = ?").run(job.keyId ?? "", tag.key, tag.bodyHash, job.id);
+    s.idempotencyKeys = true;
+    s.db.query("INSERT OR REPLACE INTO idempotency_keys (scope, job_id, body_hash) VALUES (?, ?, ?)").run(scopeOf(job), job.id, job.idempotency!.bodyHash);
   },
 };
