@@ -14,6 +14,8 @@ describe("Idempotency-Key on /run and /runsync", () => {
     const [a, b] = [await first.json(), await again.json()] as { id: string; status: string }[];
     expect([first.status, again.status]).toEqual([200, 200]);
     expect(b).toEqual({ id: a!.id, status: "IN_QUEUE" });
+    // Sent as a quoted string, it is the same key.
+    expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem('"order-1"'))).json()).toEqual({ id: a!.id, status: "IN_QUEUE" });
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(3);
