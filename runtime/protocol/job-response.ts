@@ -41,6 +41,9 @@ export type StreamResponse = z.infer<typeof streamResponseSchema>;
 
 const count = z.number().int().min(0);
 
+/** error_type (RunPod's error shape) of a job failed because no worker of its endpoint could start. */
+export const WORKER_START_ERROR_TYPE = "WorkerStartError";
+
 /** Why the endpoint's workers fail to start (extra /health field; RunPod clients ignore it). */
 export const startErrorReportSchema = z.object({
   /** The last error line the worker wrote, and how it ended. */

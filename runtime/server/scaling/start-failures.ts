@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config/config.ts";
 import type { Log } from "../../log.ts";
-import type { StartErrorReport } from "../../protocol/job-response.ts";
+import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/job-response.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { JobEvents } from "../jobs/job-events.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
@@ -36,9 +36,6 @@ export interface StartFailuresDeps {
 /** Retry-After for an endpoint whose outside workers report start failures: when one may have been restarted. */
 const REPORTED_RETRY_MS = 10_000;
 
-/** error_type of the jobs a start failure ends. */
-export const START_ERROR_TYPE = "WorkerStartError";
-
 /**
  * Workers that exit before they are ready, per endpoint: consecutive failed starts since a
  * worker last reached the server. Once `startFailureLimit` is reached on an endpoint with
@@ -56,11 +53,11 @@ export class StartFailures {
   /** A worker of the endpoint ended before it was ready; `retryInMs` is when the next start is tried. */
   async failed(endpointId: string, workerId: string, exit: StartExit, retryInMs: number): Promise<void> {
     const { clock, log, metrics, config } = this.#deps;
+    const endpoint = config.endpoints[endpointId];
+    if (!endpoint) return; // not one of this server's endpoints
     const message = startErrorMessage(exit);
     const attempts = (this.#failing.get(endpointId)?.attempts ?? 0) + 1;
-    const endpoint = config.endpoints[endpointId];
-    const limit = endpoint?.startFailureLimit ?? 5;
-    const refusing = attempts >= limit && endpoint?.onStartFailure !== "queue";
+    const refusing = attempts >= endpoint.startFailureLimit && endpoint.onStartFailure === "fail";
     const last: StartErrorReport = {
       message,
       at: new Date(clock.now()).toISOString(),
@@ -68,7 +65,7 @@ export class StartFailures {
       ...(exit.code !== undefined ? { exitCode: exit.code } : {}),
       ...(exit.signal ? { signal: exit.signal } : {}),
       refusing,
-      onStartFailure: endpoint?.onStartFailure ?? "fail",
+      onStartFailure: endpoint.onStartFailure,
     };
     this.#failing.set(endpointId, { attempts, last, output: exit.output, retryAfterS: Math.max(1, Math.ceil(retryInMs / 1000)) });
     metrics?.startFailed(endpointId);
@@ -117,7 +114,7 @@ export class StartFailures {
     const { store, clock, jobEvents, log } = this.#deps;
     const f = this.#failing.get(endpointId)!;
     const error = JSON.stringify({
-      error_type: START_ERROR_TYPE,
+      error_type: WORKER_START_ERROR_TYPE,
       error_message: `no worker of ${endpointId} could start (${f.attempts} failed starts): ${f.last.message}`,
       error_traceback: f.output,
       hostname: hostname(),

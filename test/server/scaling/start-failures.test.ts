@@ -91,13 +91,17 @@ describe("workers that cannot start", () => {
     expect((await srv.call("POST", "/v2/ep/run", { input: {} })).status).toBe(200);
   }, 90_000);
 
-  test("a runsync waiting on a job is answered at once when the endpoint fails", async () => {
+  test("a runsync and an OpenAI request waiting on jobs are answered at once when the endpoint fails", async () => {
     const log = new MemoryLog();
-    await using srv = await failingServer({ handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" } }, log);
+    await using srv = await failingServer({ handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, openaiWaitMs: 300_000 }, log);
+    const openai = srv.call("POST", "/v2/ep/openai/v1/chat/completions", { model: "m", messages: [{ role: "user", content: "hi" }] });
     const [status, job] = await srv.json("POST", "/v2/ep/runsync?wait=300000", { input: {} });
     expect(status).toBe(200);
     expect(job.status).toBe("FAILED");
     expect(jobError(job).error_type).toBe("WorkerStartError");
+    const answer = await openai;
+    expect(answer.status).toBe(503);
+    expect(((await answer.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "worker_start_failed", message: expect.stringMatching(/model file \/nonexistent\/missing\.onnx not found/) });
   }, 90_000);
 
   test("a worker that connects itself reports its start failure on a ping; its next request clears it", async () => {
