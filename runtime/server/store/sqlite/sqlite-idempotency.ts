@@ -1,4 +1,4 @@
-import { IdempotencyConflictError, type EnqueuedJob, type NewJob } from "../store.ts";
+import { IdempotencyConflictError, type EnqueuedJob, type NewJob, type StoredJob } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 
 /** The key's row: one per API key, endpoint and Idempotency-Key. */
@@ -9,6 +9,19 @@ const scopeOf = (job: NewJob) => `${job.keyId ?? ""}\n${job.endpointId}\n${job.i
  * and removed with the job (SqliteContext.forgetJob).
  */
 export const idempotency = {
+  /**
+   * In the job's transaction: the live job of its key (replayed), else `write()`'s new job with
+   * its key written. Looked up before the backpressure check, so a retry of an accepted job is
+   * answered even when the queue is full.
+   */
+  once(s: SqliteContext, job: NewJob, now: number, write: () => StoredJob): EnqueuedJob {
+    const prior = idempotency.find(s, job, now);
+    if (prior) return prior;
+    const written = write();
+    idempotency.tag(s, job);
+    return written;
+  },
+
   /**
    * The live job an earlier submission with the job's key made, replayed; undefined when there
    * is none (a key whose job has expired but is not yet swept is given up here). Throws

@@ -134,28 +134,17 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
-    if (job.idempotency) {
-      return this.#tx((announce) => {
-        // Before the backpressure check: a retry of an accepted job is answered even when the queue is full.
-        const prior = idempotency.find(this.#sql, job, now);
-        if (prior) return prior;
-        const written = this.#enqueue(job, now, announce, maxQueued, handTo);
-        idempotency.tag(this.#sql, job);
-        return written;
-      });
-    }
+    if (job.idempotency) return this.#tx((announce) => idempotency.once(this.#sql, job, now, () => this.#enqueue(job, now, announce, maxQueued, handTo)));
     return this.#tx((announce) => this.#enqueue(job, now, announce, maxQueued, handTo));
   }
 
   #enqueue(job: NewJob, now: number, announce: Announce, maxQueued?: number, handTo?: string): StoredJob {
-    {
-      const depth = handTo !== undefined || maxQueued !== undefined ? jobReads.queueDepth(this.#sql, job.endpointId, now) : 0;
-      // Straight to a waiting worker only when no live queued job would be passed over.
-      if (handTo !== undefined && depth === 0) return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
-      // In the same step as the insert (a refusal throws before changing anything).
-      if (maxQueued !== undefined && depth > maxQueued) throw new QueueFullError(depth);
-      return jobTransitions.enqueue(this.#sql, job, now, announce);
-    }
+    const depth = handTo !== undefined || maxQueued !== undefined ? jobReads.queueDepth(this.#sql, job.endpointId, now) : 0;
+    // Straight to a waiting worker only when no live queued job would be passed over.
+    if (handTo !== undefined && depth === 0) return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
+    // In the same step as the insert (a refusal throws before changing anything).
+    if (maxQueued !== undefined && depth > maxQueued) throw new QueueFullError(depth);
+    return jobTransitions.enqueue(this.#sql, job, now, announce);
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
