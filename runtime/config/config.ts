@@ -50,6 +50,14 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  /** Consecutive failed worker starts (exit before ready) after which onStartFailure applies. @default 5 */
+  startFailureLimit: z.number().int().min(1).default(5),
+  /**
+   * At startFailureLimit: "fail" ends queued jobs FAILED with the start error and answers new
+   * submissions 503 until a worker starts; "queue" keeps them waiting (weights still downloading).
+   * @default "fail"
+   */
+  onStartFailure: z.enum(["fail", "queue"]).default("fail"),
   /**
    * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
    * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).

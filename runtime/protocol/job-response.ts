@@ -41,10 +41,34 @@ export type StreamResponse = z.infer<typeof streamResponseSchema>;
 
 const count = z.number().int().min(0);
 
+/** error_type (RunPod's error shape) of a job failed because no worker of its endpoint could start. */
+export const WORKER_START_ERROR_TYPE = "WorkerStartError";
+
+/** Why the endpoint's workers fail to start (extra /health field; RunPod clients ignore it). */
+export const startErrorReportSchema = z.object({
+  /** The last error line the worker wrote, and how it ended. */
+  message: z.string(),
+  /** ISO time of the last failed start. */
+  at: z.string(),
+  /** Consecutive failed starts since a worker was last ready. */
+  attempts: count,
+  exitCode: z.number().int().optional(),
+  signal: z.string().optional(),
+  /** The failure limit is reached: queued jobs were failed and submissions answer 503. */
+  refusing: z.boolean(),
+  /** What the endpoint does at the limit: fail its jobs, or keep them queued. */
+  onStartFailure: z.enum(["fail", "queue"]),
+});
+export type StartErrorReport = z.infer<typeof startErrorReportSchema>;
+
 export const healthResponseSchema = z.object({
   jobs: z.object({ completed: count, failed: count, inProgress: count, inQueue: count, retried: count }),
-  /** idle and running are the specification's; initializing and unhealthy are RunPod's worker states. */
-  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count }),
+  /**
+   * idle and running are the specification's; initializing and unhealthy are RunPod's worker
+   * states; failing counts consecutive failed starts (present while workers fail to start).
+   */
+  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, failing: count.optional() }),
+  lastStartError: startErrorReportSchema.optional(),
 });
 export type HealthResponse = z.infer<typeof healthResponseSchema>;
 

@@ -6,6 +6,7 @@ import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
 import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import type { ServerMetrics } from "./metrics/server-metrics.ts";
+import type { StartFailures } from "./scaling/start-failures.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
@@ -24,8 +25,10 @@ export interface AppDeps {
   initializing?: (endpointId: string) => number;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */
   inputSchemas?: InputSchemas;
-  /** Told of every worker request, so the scaler knows its workers are up. */
-  workerSeen?: (workerId: string) => void;
+  /** Workers that fail to start, per endpoint: /health shows it, submissions are refused at the limit. */
+  startFailures?: StartFailures;
+  /** Told of every worker request, so the scaler knows its workers are up (and the endpoint's workers start). */
+  workerSeen?: (workerId: string, endpointId: string) => void;
 }
 
 /** What routes are built from: the app's deps and the one job path. */

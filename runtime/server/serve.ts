@@ -13,6 +13,7 @@ import { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
 import { Scaler } from "./scaling/scaler.ts";
+import { StartFailures } from "./scaling/start-failures.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
@@ -58,7 +59,8 @@ export function startServer(options: {
   const stats = new EndpointStatsRecorder(jobEvents, clock);
   // The scaler is made just below; the metrics ask it only when scraped.
   const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep) });
-  const base = { store, config, clock, log, jobEvents, stats, metrics };
+  const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
+  const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
   const inputSchemas = new InputSchemas(config, log);
@@ -69,7 +71,10 @@ export function startServer(options: {
     localFiles,
     inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
-    workerSeen: (id: string) => scaler.seen(id),
+    workerSeen: (id: string, ep: string) => {
+      scaler.seen(id);
+      startFailures.ready(ep);
+    },
   };
   const app = createApp(deps);
   const maintenance = startMaintenance({ ...deps, serverId });

@@ -105,6 +105,16 @@ export class WorkerApi {
     }
   }
 
+  /** Tells the server this worker cannot start (its setup failed) and why, before it exits. */
+  async reportStartFailure(reason: string): Promise<void> {
+    try {
+      const url = `${this.urls.ping([])}&status=start_failed&reason=${encodeURIComponent(reason.slice(0, 2000))}`;
+      await (await fetch(url, { headers: this.#headers(false), signal: AbortSignal.timeout(5_000) })).body?.cancel();
+    } catch (err) {
+      this.log.warn("could not report the start failure", { error: String(err) });
+    }
+  }
+
   /** Long-polls the stop channel; the ids of jobs to stop, [] when none. */
   async stops(signal: AbortSignal): Promise<string[]> {
     const started = this.clock.now();

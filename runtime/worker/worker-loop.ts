@@ -70,7 +70,12 @@ export class WorkerLoop {
   /** Runs until shutdown() and the drain are over; returns the exit code. */
   async run(): Promise<number> {
     const { api, log } = this.#o;
-    await this.#o.handler.setup?.(this.#o.handlerOptions);
+    try {
+      await this.#o.handler.setup?.(this.#o.handlerOptions);
+    } catch (err) {
+      await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+      throw err;
+    }
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
     while (!this.#stopping.signal.aborted) {

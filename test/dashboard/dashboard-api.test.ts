@@ -26,6 +26,8 @@ describe("the dashboard's JSON", () => {
       executionTimeout: 600000,
       scalerType: "QUEUE_DELAY",
       scalerValue: 4,
+      startFailureLimit: 5,
+      onStartFailure: "fail",
       inputSchema: {
         $schema: "https://json-schema.org/draft/2020-12/schema",
         type: "object",

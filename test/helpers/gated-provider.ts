@@ -37,6 +37,7 @@ export class GatedProvider implements WorkerProvider {
       exited,
       stop: () => void (end(143) || inner!.stop()),
       kill: () => void (end(137) || inner!.kill()),
+      exitDetail: () => inner?.exitDetail?.() ?? { output: "" },
     };
   }
 

@@ -193,7 +193,7 @@ test("redis: a result reads every field a job's hash can have but its input (the
     const rich = { webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } };
     // One job that streamed and was read, retried after failing; one whose output is its stream.
     await s.enqueue(newJob("streamed", rich), T0);
-    await s.enqueue(newJob("whole", rich), T0);
+    await s.enqueue(newJob("whole", { ...rich, idempotency: { key: "k", bodyHash: "h" } }), T0);
     await s.claim("ep", "w", 2, T0);
     await s.progress("w", "streamed", { step: 1 }, T0);
     await s.appendChunks("w", "streamed", ["a"], T0);

@@ -3,12 +3,15 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { SCHEMA_VERSION } from "../../runtime/server/store/sqlite/sqlite-schema.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
 
 const T0 = 1_790_000_000_000;
+/** Takes a file back to before schema 10 (no Idempotency-Key columns), for the tests that fake an older file. */
+const BEFORE_IDEMPOTENCY = "DROP TABLE idempotency_keys;";
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
 
 test("sqlite: counts and queue order kept in memory are rebuilt from the file when it is opened again", async () => {
@@ -47,6 +50,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       CREATE INDEX jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
       INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
+      ${BEFORE_IDEMPOTENCY}
       PRAGMA user_version = 6;`);
     db.close();
 
@@ -73,7 +77,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run("CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; PRAGMA user_version = 8;");
+    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} PRAGMA user_version = 8;`);
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });
@@ -86,7 +90,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     const version = after.query<{ user_version: number }, []>("PRAGMA user_version").get()!.user_version;
     const queuedIndex = after.query("SELECT name FROM sqlite_master WHERE name = 'jobs_queued'").get();
     after.close();
-    expect([version, queuedIndex]).toEqual([9, null]);
+    expect([version, queuedIndex]).toEqual([SCHEMA_VERSION, null]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { topics } from "../../runtime/server/store/store-events.ts";
-import { QueueFullError, type EndedJob, type NewJob, type Store, type StoredJob } from "../../runtime/server/store/store.ts";
+import { IdempotencyConflictError, QueueFullError, type EndedJob, type NewJob, type Store, type StoredJob } from "../../runtime/server/store/store.ts";
 
 export const RETENTION = { syncMs: 60_000, asyncMs: 1_800_000 };
 const T0 = 1_790_000_000_000;
@@ -424,6 +424,48 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.get("ep", "2", T0)).toBeNull();
       expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(0);
       expect((await s.health("ep", T0 + 60_000, 60_000)).workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
+    }));
+
+    test("Idempotency-Key: the same key answers the live job as it is now; another body is refused; the key goes with its job", withStore(async (s) => {
+      const tag = { key: "order-1", bodyHash: "h1" };
+      const first = await s.enqueue(newJob("i1", { keyId: "k1", idempotency: tag }), T0);
+      expect(first.replayed).toBeUndefined();
+      // A retry after the job was taken and finished answers it as it is now, writing nothing.
+      await s.claim("ep", "w", 1, T0);
+      await s.finish("w", "i1", { output: { ok: 1 } }, false, T0 + 1);
+      const again = await s.enqueue(newJob("i2", { keyId: "k1", idempotency: tag }), T0 + 2, 0);
+      expect([again.id, again.status, again.output, again.replayed]).toEqual(["i1", "COMPLETED", { ok: 1 }, true]);
+      expect(await s.get("ep", "i2", T0 + 2)).toBeNull();
+      await expect(s.enqueue(newJob("i3", { keyId: "k1", idempotency: { key: "order-1", bodyHash: "h2" } }), T0 + 2)).rejects.toBeInstanceOf(IdempotencyConflictError);
+      expect(await s.get("ep", "i3", T0 + 2)).toBeNull();
+      // Another API key, or another endpoint, has keys of its own.
+      expect((await s.enqueue(newJob("i4", { keyId: "k2", idempotency: tag }), T0 + 2)).id).toBe("i4");
+      expect((await s.enqueue(newJob("i5", { endpointId: "ep2", keyId: "k1", idempotency: tag }), T0 + 2)).id).toBe("i5");
+      // Once its job has expired (swept or not yet), the key makes a new job.
+      const gone = T0 + 1 + RETENTION.asyncMs;
+      expect((await s.enqueue(newJob("i6", { keyId: "k1", idempotency: tag }), gone)).id).toBe("i6");
+      await s.sweep(gone + 1, 60_000);
+      expect((await s.enqueue(newJob("i7", { keyId: "k1", idempotency: tag }), gone + 1)).id).toBe("i6");
+      // A job queued with a key and purged frees it.
+      await s.purgeQueue("ep", gone + 1);
+      expect((await s.enqueue(newJob("i8", { keyId: "k1", idempotency: tag }), gone + 1)).id).toBe("i8");
+      expect((await s.health("ep", gone + 1, 60_000)).jobs.inQueue).toBe(1);
+    }));
+
+    test("failQueued ends the live queued jobs FAILED with the error, running ones untouched", withStore(async (s) => {
+      for (const id of ["q1", "q2", "run"]) await s.enqueue(newJob(id, id === "q2" ? { webhook: "http://x/h" } : {}), T0);
+      await s.claim("ep", "w", 1, T0); // q1
+      const failed = await s.failQueued("ep", "no worker", T0 + 5);
+      expect(failed.map((j) => [j.id, j.status, j.error, j.completedAt, j.expiresAt])).toEqual([
+        ["q2", "FAILED", "no worker", T0 + 5, T0 + 5 + RETENTION.asyncMs],
+        ["run", "FAILED", "no worker", T0 + 5, T0 + 5 + RETENTION.asyncMs],
+      ]);
+      expect((await s.get("ep", "q2", T0 + 5))?.status).toBe("FAILED");
+      expect((await s.get("ep", "q1", T0 + 5))?.status).toBe("IN_PROGRESS");
+      expect((await s.health("ep", T0 + 5, 60_000)).jobs).toEqual({ completed: 0, failed: 2, inProgress: 1, inQueue: 0, retried: 0 });
+      expect((await s.takeDueDeliveries(T0 + 5, 1_000, 10)).map((d) => [d.job.id, d.job.status])).toEqual([["q2", "FAILED"]]);
+      expect(await s.claim("ep", "w", 5, T0 + 5)).toEqual([]);
+      expect(await s.failQueued("ep", "again", T0 + 6)).toEqual([]);
     }));
 
     test("sweep: expiry, execution timeout (worker told), worker loss re-queues once then fails", withStore(async (s) => {

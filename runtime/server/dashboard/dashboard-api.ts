@@ -46,6 +46,8 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
           executionTimeout: ep.executionTimeout,
           scalerType: ep.scalerType,
           scalerValue: ep.scalerValue,
+          startFailureLimit: ep.startFailureLimit,
+          onStartFailure: ep.onStartFailure,
           inputSchema: await inputSchema(id),
         };
       }),

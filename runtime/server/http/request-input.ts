@@ -105,3 +105,20 @@ export function limitBody(maxBytes: number): MiddlewareHandler {
 export async function readJobRequest(req: Request): Promise<JobRequest> {
   return validate(jobRequestSchema, await readJson(req), "job request");
 }
+
+/** The longest Idempotency-Key accepted. */
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+/**
+ * A request's Idempotency-Key header (the IETF draft's name): undefined when absent; 400 when
+ * empty, too long or not printable ASCII. A key sent as a quoted string is taken without its quotes.
+ */
+export function idempotencyKey(headers: Headers): string | undefined {
+  const raw = headers.get("idempotency-key");
+  if (raw === null) return undefined;
+  const key = /^"(.*)"$/.test(raw) ? raw.slice(1, -1) : raw;
+  if (!key || key.length > IDEMPOTENCY_KEY_MAX || !/^[\x20-\x7e]+$/.test(key)) {
+    throw new HttpError(400, `header Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} printable ASCII characters`);
+  }
+  return key;
+}

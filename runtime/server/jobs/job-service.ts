@@ -6,8 +6,9 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { QueueFullError, type EndedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
 import { waitFor } from "./wait-for.ts";
+import { bodyHash, idempotencyConflict } from "./idempotency.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
 
@@ -18,6 +19,8 @@ export interface SubmitOptions {
   sync: boolean;
   /** Turns a failed input-schema check into the route's error (400 "Invalid parameter" by default). */
   invalid?: (error: z.ZodError) => Error;
+  /** The request's Idempotency-Key header: a live job submitted with it by the same key is answered instead. */
+  idempotencyKey?: string;
 }
 
 /** A job-take waiting on this server: a submission may hand it a job directly. */
@@ -50,7 +53,18 @@ export class JobService {
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
 
-  constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
+  readonly #refusal: ((endpointId: string) => Error | undefined) | undefined;
+
+  constructor(deps: {
+    store: Store;
+    clock: Clock;
+    config: Config;
+    jobEvents: JobEvents;
+    inputSchemas?: InputSchemas;
+    /** Whether the endpoint refuses work now (its workers cannot start): the error to answer. */
+    startFailures?: { refusal(endpointId: string): Error | undefined };
+  }) {
+    this.#refusal = deps.startFailures && ((ep) => deps.startFailures!.refusal(ep));
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -60,7 +74,7 @@ export class JobService {
   }
 
   /** Checks the input against the endpoint's schema and the queue against backpressure, then enqueues. */
-  async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<StoredJob> {
+  async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<EnqueuedJob> {
     const endpoint = findEndpoint(this.#config, endpointId);
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const loading = this.#inputSchemas?.get(endpointId);
@@ -70,6 +84,8 @@ export class JobService {
       throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
     }
     if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
+    const refused = this.#refusal?.(endpointId);
+    if (refused) throw refused;
     // The backpressure check runs inside enqueue, so a submission costs the store one step.
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
     // A worker waiting in job-take gets the job in the same write when nothing else is queued.
@@ -79,25 +95,32 @@ export class JobService {
     // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
     // end of the store's id index instead of on a random page, so a commit writes fewer pages.
     const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
-    const job = await this.#store.enqueue(
-      {
-        id,
-        endpointId,
-        input: request.input,
-        webhook: request.webhook,
-        policy: {
-          executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
-          lowPriority: request.policy?.lowPriority ?? false,
-          ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
-        },
-        s3Config: request.s3Config,
-        sync: options.sync,
-        keyId: options.keyId,
+    const newJob: NewJob = {
+      id,
+      endpointId,
+      input: request.input,
+      webhook: request.webhook,
+      policy: {
+        executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
+        lowPriority: request.policy?.lowPriority ?? false,
+        ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
       },
+      s3Config: request.s3Config,
+      sync: options.sync,
+      keyId: options.keyId,
+    };
+    // Only when the header came: a submission without one costs nothing more.
+    if (options.idempotencyKey !== undefined) newJob.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request) };
+    const job = await this.#store.enqueue(
+      newJob,
       this.#clock.now(),
       maxQueued,
       taker?.workerId,
     ).catch(async (err: unknown) => {
+      if (err instanceof IdempotencyConflictError) {
+        if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
+        throw idempotencyConflict(err);
+      }
       const full = err instanceof QueueFullError;
       if (taker) {
         // A write whose answer was lost (Redis) may have handed the job all the same: it goes back
@@ -109,9 +132,10 @@ export class JobService {
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
       throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
     });
-    if (!taker || job.status !== "IN_PROGRESS") {
+    if (!taker || job.status !== "IN_PROGRESS" || job.replayed) {
       if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
-      this.#events.emit({ type: "submitted", job });
+      // A replay made no job: the earlier submission was counted.
+      if (!job.replayed) this.#events.emit({ type: "submitted", job });
       return job;
     }
     // Accepted (IN_QUEUE, as every submission is answered) and taken in the same instant.

@@ -13,12 +13,12 @@ export class WorkerPresence {
 
   constructor(
     private readonly store: Store,
-    private readonly onSeen?: (workerId: string) => void,
+    private readonly onSeen?: (workerId: string, endpointId: string) => void,
   ) {}
 
   /** Records the worker as seen: the promise of the store write, or undefined when none is due. */
   touch(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> | undefined {
-    this.onSeen?.(workerId);
+    this.onSeen?.(workerId, endpointId);
     const last = this.#lastWrite.get(workerId);
     if (!report && last !== undefined && now - last < MIN_TOUCH_INTERVAL_MS && now >= last) return undefined;
     this.#lastWrite.set(workerId, now);

@@ -25,6 +25,14 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
   const wait = (min: number, what: string) =>
     z.object({ wait: z.number().int().min(min).max(LIMITS.runsyncWaitMax).optional().describe(`${what} (ms, default ${LIMITS.runsyncWaitDefault})`) });
   const base = { tags: [TAG], security: KEY_AUTH };
+  const idempotency = z.object({
+    "idempotency-key": z
+      .string()
+      .min(1)
+      .max(255)
+      .optional()
+      .describe("A retry with the same key and body answers the job the first request made (same id) instead of queueing another"),
+  });
 
   registry.registerPath({
     ...base,
@@ -32,8 +40,8 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     path: "/v2/{endpoint_id}/run",
     operationId: "run",
     summary: "Queue a job",
-    request: { params: z.object({ endpoint_id }), body: jsonBody(JobRequest) },
-    responses: { 200: json("Queued", JobState), ...errors([400, 401, 404, 413, 429]) },
+    request: { params: z.object({ endpoint_id }), headers: idempotency, body: jsonBody(JobRequest) },
+    responses: { 200: json("Queued", JobState), ...errors([400, 401, 404, 413, 422, 429, 503]) },
   });
   registry.registerPath({
     ...base,
@@ -45,9 +53,10 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     request: {
       params: z.object({ endpoint_id }),
       query: wait(LIMITS.runsyncWaitMin, "How long to wait"),
+      headers: idempotency,
       body: jsonBody(JobRequest),
     },
-    responses: { 200: json("Final, or still running after `wait`", JobResponse), ...errors([400, 401, 404, 413, 429]) },
+    responses: { 200: json("Final, or still running after `wait`", JobResponse), ...errors([400, 401, 404, 413, 422, 429, 503]) },
   });
   registry.registerPath({
     ...base,

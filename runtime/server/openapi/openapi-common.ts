@@ -65,8 +65,10 @@ export function errors(statuses: number[], openai = false): Record<string, Respo
     403: "Invalid or expired file URL",
     404: "Unknown endpoint or job (or job gone: purged or expired)",
     413: "Body over the route's limit",
+    422: "Idempotency-Key already used with another request body",
     429: "Rate limit or queue full (backpressure); see Retry-After",
     500: "Unexpected failure (with a request id) or, on OpenAI routes, a job that failed",
+    503: "No worker of the endpoint can start (the reason in the message; see Retry-After), or the store does not answer",
     504: "The job ran past its execution timeout",
   };
   const out: Record<string, ResponseConfig> = {};

@@ -63,6 +63,11 @@ export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> 
   app.get("/health", async (c) => {
     const health = await store.health(c.get("endpointId"), clock.now(), config.server.workerLossTimeoutMs);
     health.workers.initializing = deps.initializing?.(c.get("endpointId")) ?? 0;
+    const starting = deps.startFailures?.report(c.get("endpointId"));
+    if (starting) {
+      health.workers.failing = starting.failing;
+      health.lastStartError = starting.lastStartError;
+    }
     return c.json(health satisfies HealthResponse);
   });
 

@@ -2,6 +2,7 @@ import type { JobStatus } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { StoredJob } from "../store/store.ts";
 import type { OpenaiErrorBody } from "../../protocol/openai-wire.ts";
+import { WORKER_START_ERROR_TYPE } from "../../protocol/job-response.ts";
 
 /** An error in OpenAI's body shape; `param` names the request field at fault. */
 export class OpenaiError extends HttpError {
@@ -31,6 +32,7 @@ export function jobFailure(job: StoredJob | null): OpenaiError {
   } catch {
     // A plain-text error (a worker's input check, a generator's failure) is shown as it is.
   }
+  if (type === WORKER_START_ERROR_TYPE) return new OpenaiError(503, message, null, "worker_start_failed");
   const invalid = type === "invalid_request_error" || message.startsWith("Invalid parameter:");
   return new OpenaiError(invalid ? 400 : 500, message);
 }

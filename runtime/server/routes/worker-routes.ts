@@ -44,6 +44,11 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
   app.get("/ping/:worker", async (c) => {
     const ids = c.req.query("job_id");
     const status = c.req.query("status");
+    if (status === "start_failed") {
+      // A worker whose setup failed, about to exit: not a worker that is up.
+      await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "");
+      return c.json({});
+    }
     await presence.touch(segment(c, "worker"), c.get("endpointId"), clock.now(), {
       runningIds: ids ? ids.split(",").filter(Boolean) : [],
       missingAfterMs: config.server.pingGraceMs,

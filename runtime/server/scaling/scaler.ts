@@ -131,7 +131,8 @@ export class Scaler {
     const initializing = live.filter(([, w]) => !w.seen).length;
     const input = { config, stats, current: live.length, initializing, now };
 
-    const target = targetWorkers(input);
+    // While its workers fail to start (its jobs failed, submissions refused), keep trying one.
+    const target = Math.max(targetWorkers(input), this.#deps.startFailures?.retrying(endpointId) ? 1 : 0);
     if (target > live.length && now >= state.notBefore) {
       for (let i = live.length; i < target; i++) this.#startWorker(endpointId, config, state);
       return;
@@ -188,7 +189,8 @@ export class Scaler {
       state.crashes = lived >= HEALTHY_AFTER_MS ? 1 : state.crashes + 1;
       const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** (state.crashes - 1));
       state.notBefore = clock.now() + backoff;
-      log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
+      if (managed.seen) log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
+      else await this.#deps.startFailures?.failed(endpointId, workerId, { code, ...(handle.exitDetail?.() ?? { output: "" }) }, backoff);
     });
   }
 

@@ -18,6 +18,8 @@ export interface WorkerHandle {
   stop(): void;
   /** Ends it at once. */
   kill(): void;
+  /** Once `exited` has resolved: the signal that ended it, if any, and the last lines of its error output. */
+  exitDetail?(): { signal?: string; output: string };
 }
 
 /**

@@ -41,11 +41,22 @@ export interface StoredJob {
  */
 export type EndedJob = Omit<StoredJob, "input">;
 
-export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId">;
+export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId"> & {
+  /** The submission's Idempotency-Key: a live job of the same API key, endpoint and key answers instead. */
+  idempotency?: IdempotencyTag;
+};
+
+/** An Idempotency-Key and a hash of the body it came with (the same key with another body is refused). */
+export interface IdempotencyTag {
+  key: string;
+  bodyHash: string;
+}
+
+/** What enqueue answers: the new job, or (`replayed`) the live job an earlier submission with its Idempotency-Key made. */
+export type EnqueuedJob = StoredJob & { replayed?: true };
 
 export type JobResult = { output: unknown } | { error: unknown };
 
-/** enqueue refused the job: more than `maxQueued` jobs of its endpoint were queued (nothing changed). */
 /** The store did not answer in time (Redis stopped replying): the request answers 503. */
 export class StoreUnavailableError extends Error {
   constructor(message: string) {
@@ -54,6 +65,15 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/** enqueue refused the job: its Idempotency-Key names a live job submitted with another body (nothing changed). */
+export class IdempotencyConflictError extends Error {
+  constructor(readonly jobId: string) {
+    super(`Idempotency-Key already used for job ${jobId} with another request body`);
+    this.name = "IdempotencyConflictError";
+  }
+}
+
+/** enqueue refused the job: more than `maxQueued` jobs of its endpoint were queued (nothing changed). */
 export class QueueFullError extends Error {
   constructor(readonly depth: number) {
     super(`queue full: ${depth} jobs waiting`);
@@ -176,8 +196,11 @@ export interface Store {
    * With `handTo` (a worker waiting in job-take on this server) a store may, when the endpoint has
    * no job queued, write the job as taken by that worker in the same step and return it
    * IN_PROGRESS; otherwise (or a store that does not) it is queued and returned IN_QUEUE.
+   * With `job.idempotency`, a live job of the same key id, endpoint and Idempotency-Key is
+   * answered as it is now (`replayed`, nothing written), or IdempotencyConflictError thrown when
+   * its body hash differs; the key is written in the same step as the new job and lives as long as it.
    */
-  enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob>;
+  enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob>;
   /** The job, or null when it does not exist for this endpoint or has expired. */
   get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
   /** Sets a live job's expiry (GET /status?ttl). */
@@ -213,6 +236,8 @@ export interface Store {
   retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome>;
   /** Removes every queued job of the endpoint; returns how many. */
   purgeQueue(endpointId: string, now: number): Promise<number>;
+  /** Ends every live queued job of the endpoint FAILED with `error` (its workers cannot start); returns them. */
+  failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]>;
   health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse>;
   /** Live jobs of the endpoint, newest first, only those in `status` when given; `before` is a cursor from an earlier page. */
   recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }>;

@@ -36,6 +36,10 @@ export interface EndpointInfo {
   executionTimeout: number;
   scalerType: string;
   scalerValue: number;
+  /** Failed worker starts in a row before onStartFailure applies. */
+  startFailureLimit: number;
+  /** fail: queued jobs fail and submissions are refused at the limit; queue: they keep waiting. */
+  onStartFailure: "fail" | "queue";
   inputSchema: JsonSchema | null;
 }
 

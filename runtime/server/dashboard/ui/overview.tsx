@@ -48,6 +48,7 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
         {endpoint.handler ?? "outside workers"} · workers {endpoint.workersMin}–{endpoint.workersMax} · {endpoint.scalerType} {endpoint.scalerValue}
       </p>
       {error && <p role="alert" class="error">{error}</p>}
+      {health?.lastStartError && <StartError endpoint={endpoint} report={health.lastStartError} />}
       <dl class="figures">
         <div>
           <dt>In queue</dt>
@@ -85,5 +86,21 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
         <PurgeButton session={session} ep={ep} />
       </p>
     </section>
+  );
+}
+
+/** Why the endpoint's workers fail to start, and what it does with jobs meanwhile (the operator's choice). */
+function StartError({ endpoint, report }: { endpoint: EndpointInfo; report: NonNullable<Health["lastStartError"]> }) {
+  const policy = report.refusing
+    ? "Queued jobs were failed and new submissions are refused until a worker starts."
+    : endpoint.onStartFailure === "queue"
+      ? "Jobs stay queued (this endpoint keeps them while workers fail to start)."
+      : `Jobs stay queued until ${endpoint.startFailureLimit} failed starts in a row, then fail.`;
+  return (
+    <div role="alert" class="start-error" data-start-error>
+      <strong>Workers cannot start</strong> ({report.attempts} failed {report.attempts === 1 ? "start" : "starts"}, last {new Date(report.at).toLocaleTimeString()})
+      <pre>{report.message}</pre>
+      <p>{policy}</p>
+    </div>
   );
 }

@@ -1,4 +1,5 @@
-import { QueueFullError, type NewJob, type StoredJob } from "../store.ts";
+import { IdempotencyConflictError, QueueFullError, type EnqueuedJob, type NewJob, type StoredJob } from "../store.ts";
+import { fromReply, type JobReply } from "./redis-job-codec.ts";
 
 /** The job's hash fields (strings) but its input, as a JSON object, as the enqueue script takes them (the input goes apart). */
 export function jobFields(job: NewJob): string {
@@ -14,16 +15,22 @@ export function jobFields(job: NewJob): string {
   if (job.webhook) fields.webhook = job.webhook;
   if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
   if (job.keyId) fields.key = job.keyId;
+  if (job.idempotency) {
+    fields.idem = `${job.keyId ?? ""}:${job.endpointId}:${job.idempotency.key}`;
+    fields.ih = job.idempotency.bodyHash;
+  }
   return JSON.stringify(fields);
 }
 
 /**
  * The stored job from the enqueue script's answer: the order it gave the job (every other field
- * is known here), {'taken', seq, deadline} when it went to the waiting worker `handTo`; throws
- * for {'full', depth} and {'duplicate'}.
+ * is known here), {'taken', seq, deadline} when it went to the waiting worker `handTo`, the live
+ * job of its Idempotency-Key for {'same', job}; throws for {'full', depth}, {'conflict', id} and {'duplicate'}.
  */
-export function enqueued(job: NewJob, now: number, handTo: string | undefined, reply: unknown): StoredJob {
+export function enqueued(job: NewJob, now: number, handTo: string | undefined, reply: unknown): EnqueuedJob {
   if (Array.isArray(reply) && reply[0] === "full") throw new QueueFullError(Number(reply[1]));
+  if (Array.isArray(reply) && reply[0] === "same") return { ...fromReply(reply[1] as JobReply), replayed: true };
+  if (Array.isArray(reply) && reply[0] === "conflict") throw new IdempotencyConflictError(String(reply[1]));
   if (Array.isArray(reply) && reply[0] === "duplicate") throw new Error(`duplicate job id ${job.id}`);
   const queued: StoredJob = {
     id: job.id,

@@ -11,7 +11,8 @@
  * queued to accept one more or '', `w` a worker waiting in job-take on the calling server or ''.
  * Answers the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
  * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
- * full; {'duplicate'} when the id is taken. A queue's depth is read once per script and clock, and
+ * full; {'duplicate'} when the id is taken; {'same', job} when a live job has its Idempotency-Key
+(nothing written), {'conflict', id} when that job came with another body. A queue's depth is read once per script and clock, and
  * counted on from there.
  */
 const ENQUEUE = `
@@ -28,6 +29,22 @@ local function depthOf(ep)
 end
 local function enqueue(fields, input, maxQueued, w)
   local f = cjson.decode(fields)
+  -- An Idempotency-Key (its scope in f.idem, its body's hash in f.ih): a live job made with it is
+  -- answered as it is; its key (a hash {job, ih}) is written with the job and removed with it.
+  local ik, ih = nil, f.ih
+  if f.idem then
+    f.ih = nil
+    ik = P .. 'idem:' .. f.idem
+    f.idem = ik
+    local prior = redis.call('HMGET', ik, 'job', 'ih')
+    if prior[1] then
+      local pj = job(prior[1])
+      if live(pj, f.ep) then
+        if prior[2] ~= ih then return {'conflict', prior[1]} end
+        return {'same', reply(pj)}
+      end
+    end
+  end
   f.input = input
   local taken = w ~= '' and depthOf(f.ep) == 0
   if maxQueued ~= '' and not taken then
@@ -47,6 +64,7 @@ local function enqueue(fields, input, maxQueued, w)
   local args = {}
   for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
   redis.call('HSET', jk(f.id), unpack(args))
+  if ik then redis.call('HSET', ik, 'job', f.id, 'ih', ih) end
   redis.call('ZADD', P .. 'exp', expires, f.id)
   redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
   redis.call('ZADD', st(f.ep, f.status), expires, f.id)

@@ -102,6 +102,19 @@ end
 redis.call('DEL', P .. 'q:' .. ARGV[5])
 return removed`,
 
+  /** ARGV5 endpoint, ARGV6 error JSON. Ends its live queued jobs FAILED with that error; answers them (ended). */
+  failQueued: `
+local failed = {}
+for _, id in ipairs(redis.call('ZRANGE', P .. 'q:' .. ARGV[5], 0, -1)) do
+  local j = job(id)
+  if live(j) and j.status == 'IN_QUEUE' then
+    redis.call('ZREM', P .. 'q:' .. j.ep, j.id)
+    ended(j, 'FAILED', {'error', ARGV[6]})
+    failed[#failed + 1] = reply(j, false, true)
+  end
+end
+return failed`,
+
   /** ARGV5 endpoint, ARGV6 job, ARGV7 new expiry. */
   setExpiry: `
 local j = job(ARGV[6])

@@ -4,7 +4,7 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, EndedJob, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
+  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
@@ -83,7 +83,7 @@ export class RedisStore implements Store {
     return (await this.#client.send("HGETALL", [`${this.#prefix}${key}`])) as Record<string, string>;
   }
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
+  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
     const reply = await this.#enqueues.run(now, [jobFields(job), JSON.stringify(job.input), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
     return enqueued(job, now, handTo, reply);
   }
@@ -160,6 +160,11 @@ export class RedisStore implements Store {
 
   async purgeQueue(endpointId: string, now: number): Promise<number> {
     return Number(await this.#scripts.run("purge", [now, endpointId]));
+  }
+
+  async failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]> {
+    const rows = (await this.#scripts.run("failQueued", [now, endpointId, JSON.stringify(error)])) as JobReply[];
+    return rows.map(endedFromReply);
   }
 
   async health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse> {

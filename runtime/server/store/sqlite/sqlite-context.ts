@@ -45,7 +45,11 @@ export class SqliteContext {
     this.#retention = retention;
     this.#seq = (db.query("SELECT MAX(seq) AS m FROM jobs").get() as { m: number | null }).m ?? 0;
     this.index = new JobIndex(db);
+    this.idempotencyKeys = db.query("SELECT 1 FROM idempotency_keys LIMIT 1").get() !== null;
   }
+
+  /** Whether any Idempotency-Key was ever written: until then a deleted job has none to remove. */
+  idempotencyKeys: boolean;
 
   /** The queue position of a job enqueued (or requeued by a retry) now. */
   nextSeq(): number {
@@ -97,6 +101,7 @@ export class SqliteContext {
     this.running.delete(jobId);
     this.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     this.db.query("DELETE FROM job_inputs WHERE job_id = ?").run(jobId);
+    if (this.idempotencyKeys) this.db.query("DELETE FROM idempotency_keys WHERE job_id = ?").run(jobId);
   }
 
   /** The job's row if it belongs to the endpoint and has not expired. */

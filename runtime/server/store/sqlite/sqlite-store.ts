@@ -17,7 +17,12 @@ import type {
   Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
 } from "../store.ts";
-import { QueueFullError } from "../store.ts";
+import { IdempotencyConflictError, QueueFullError, type EnqueuedJob } from "../store.ts";
+import { idempotency } from "./sqlite-idempotency.ts";
+import { failQueuedJobs } from "./sqlite-fail-queued.ts";
+
+/** A write that refused before changing anything: it fails its own call only. */
+const isRefusal = (e: unknown) => e instanceof QueueFullError || e instanceof IdempotencyConflictError;
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** A write waiting for the next group commit. */
@@ -77,7 +82,7 @@ export class SqliteStore implements Store {
    * Runs `fn` in a transaction shared with every other write asked for in the same turn of the
    * event loop (group commit: one COMMIT for all the requests that arrived together). The promise
    * settles after the COMMIT, so nothing is answered before it is durable; the topics are
-   * announced then. A refusal (QueueFullError) changes nothing before it throws, so it fails its
+   * announced then. A refusal (QueueFullError, IdempotencyConflictError) changes nothing before it throws, so it fails its
    * own call only; any other error rolls the whole transaction back and each write is then run in
    * a transaction of its own, so that one failing changes nothing of the others.
    */
@@ -114,29 +119,32 @@ export class SqliteStore implements Store {
           try {
             outcomes.push({ ok: true, value: fn(announce) });
           } catch (error) {
-            if (!(error instanceof QueueFullError) || batch.length === 1) throw error;
+            if (!isRefusal(error) || batch.length === 1) throw error;
             outcomes.push({ ok: false, error });
           }
         }
       })();
     } catch (error) {
       // Rolled back: the counts and queues in memory may have moved ahead of the table.
-      if (!(error instanceof QueueFullError)) this.#sql.rolledBack();
+      if (!isRefusal(error)) this.#sql.rolledBack();
       return batch.length === 1 ? [{ ok: false, error }] : undefined;
     }
     for (const t of pending) this.events.emit(t);
     return outcomes;
   }
 
-  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<StoredJob> {
-    return this.#tx((announce) => {
-      const depth = handTo !== undefined || maxQueued !== undefined ? jobReads.queueDepth(this.#sql, job.endpointId, now) : 0;
-      // Straight to a waiting worker only when no live queued job would be passed over.
-      if (handTo !== undefined && depth === 0) return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
-      // In the same step as the insert (a refusal throws before changing anything).
-      if (maxQueued !== undefined && depth > maxQueued) throw new QueueFullError(depth);
-      return jobTransitions.enqueue(this.#sql, job, now, announce);
-    });
+  async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
+    if (job.idempotency) return this.#tx((announce) => idempotency.once(this.#sql, job, now, () => this.#enqueue(job, now, announce, maxQueued, handTo)));
+    return this.#tx((announce) => this.#enqueue(job, now, announce, maxQueued, handTo));
+  }
+
+  #enqueue(job: NewJob, now: number, announce: Announce, maxQueued?: number, handTo?: string): StoredJob {
+    const depth = handTo !== undefined || maxQueued !== undefined ? jobReads.queueDepth(this.#sql, job.endpointId, now) : 0;
+    // Straight to a waiting worker only when no live queued job would be passed over.
+    if (handTo !== undefined && depth === 0) return jobTransitions.enqueue(this.#sql, job, now, announce, handTo);
+    // In the same step as the insert (a refusal throws before changing anything).
+    if (maxQueued !== undefined && depth > maxQueued) throw new QueueFullError(depth);
+    return jobTransitions.enqueue(this.#sql, job, now, announce);
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
@@ -194,6 +202,10 @@ export class SqliteStore implements Store {
 
   async purgeQueue(endpointId: string, now: number): Promise<number> {
     return this.#tx((announce) => jobTransitions.purgeQueue(this.#sql, endpointId, now, announce));
+  }
+
+  async failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]> {
+    return this.#tx((announce) => failQueuedJobs(this.#sql, endpointId, error, now, announce));
   }
 
   async health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse> {

@@ -1,0 +1,30 @@
+/** The last few kilobytes of a process's output, copied on to another stream as they come. */
+export class OutputTail {
+  #text = "";
+  readonly #max: number;
+
+  constructor(maxChars = 4000) {
+    this.#max = maxChars;
+  }
+
+  /** Copies `from` to `to`, keeping its tail; resolves when `from` ends. */
+  async copy(from: ReadableStream<Uint8Array>, to: { write(chunk: Uint8Array): unknown }): Promise<void> {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of from) {
+        to.write(chunk);
+        this.#text = (this.#text + decoder.decode(chunk, { stream: true })).slice(-this.#max);
+      }
+    } catch {
+      // The pipe broke with the process: what came before is kept.
+    }
+  }
+
+  /** The last lines kept (the first, cut, line dropped). */
+  text(): string {
+    const t = this.#text;
+    if (t.length < this.#max) return t.trimEnd();
+    const nl = t.indexOf("\n");
+    return (nl === -1 ? t : t.slice(nl + 1)).trimEnd();
+  }
+}
