@@ -19,8 +19,8 @@ const WORKERS = 3;
 interface Tally {
   /** id -> the n it was submitted with, for every /run answered 200. */
   accepted: Map<string, number>;
-  /** Requests cut off by the kill (no answer): /run, take, stream and job-done. */
-  cutOff: number;
+  /** Requests cut off by the kill (no answer), by kind: run, job-take, job-stream, job-done, ping. */
+  cutOff: Record<string, number>;
   /** Answers other than 200 (and 204 to a take), as "METHOD path-kind STATUS". */
   otherAnswers: string[];
   /** Ids a worker was handed after its job-done for them had been answered 200. */
@@ -36,7 +36,7 @@ async function chaosRun(kind: StoreKind, servers: number) {
 
   await using cluster = await spoolCluster(kind, servers, CONFIG);
   const { key, nodes } = cluster;
-  const tally: Tally = { accepted: new Map(), cutOff: 0, otherAnswers: [], takenAfterDone: [] };
+  const tally: Tally = { accepted: new Map(), cutOff: {}, otherAnswers: [], takenAfterDone: [] };
   const done = new Set<string>();
   let inFlight = 0;
   let inFlightAtKill = -1;
@@ -51,7 +51,8 @@ async function chaosRun(kind: StoreKind, servers: number) {
     try {
       return await fetch(`${node.url}${path}`, { method, headers: { authorization: auth }, body: body === undefined ? undefined : JSON.stringify(body) });
     } catch {
-      tally.cutOff++;
+      const route = path.split("/")[3]!;
+      tally.cutOff[route] = (tally.cutOff[route] ?? 0) + 1;
       return undefined;
     } finally {
       inFlight--;
@@ -128,7 +129,7 @@ async function chaosRun(kind: StoreKind, servers: number) {
   stopWorkers = true;
   await Promise.all(workers);
   console.log(
-    `${kind}: ${tally.accepted.size} jobs accepted, server ${victim} of ${servers} killed after ${killAfter} with ${inFlightAtKill} requests in flight, ${tally.cutOff} requests cut off`,
+    `${kind}: ${tally.accepted.size} jobs accepted, server ${victim} of ${servers} killed after ${killAfter} with ${inFlightAtKill} requests in flight; cut off: ${JSON.stringify(tally.cutOff)}`,
   );
   expect(inFlightAtKill).toBeGreaterThan(0);
 
