@@ -87,6 +87,6 @@ async function owedDeliveries(cluster: { dbPath: string; redis?: { url: string; 
 }
 
 describe("a webhook call in flight at kill -9", () => {
-  test.concurrent("embedded SQLite store: delivered after the restart with the same webhook-id", () => webhookAcrossKill("sqlite"), 30_000);
-  test.concurrent("Redis: delivered after the restart with the same webhook-id", () => webhookAcrossKill("redis"), 30_000);
+  test.concurrent("embedded SQLite store: delivered after the restart with the same webhook-id", () => webhookAcrossKill("sqlite"), 40_000);
+  test.concurrent("Redis: delivered after the restart with the same webhook-id", () => webhookAcrossKill("redis"), 40_000);
 });
