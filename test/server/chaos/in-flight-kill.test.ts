@@ -1,0 +1,167 @@
+import { describe, expect, test } from "bun:test";
+import { until } from "../../helpers/until.ts";
+import { chaosSeed, seededRandom, spoolCluster, type SpoolProcess, type StoreKind } from "./spool-process.ts";
+
+// kill -9 of a server while clients submit and workers take and finish jobs: every job whose
+// /run was answered 200 must survive and complete exactly once, whatever was cut off mid-request.
+
+const CONFIG = `
+[server]
+takeWaitMs = 200
+pingGraceMs = 300
+sweepIntervalMs = 100
+
+[endpoints.echo]
+`;
+const CLIENTS = 4;
+const WORKERS = 3;
+
+interface Tally {
+  /** id -> the n it was submitted with, for every /run answered 200. */
+  accepted: Map<string, number>;
+  /** Requests cut off by the kill (no answer), by kind: run, job-take, job-stream, job-done, ping. */
+  cutOff: Record<string, number>;
+  /** Answers other than 200 (and 204 to a take), as "METHOD path-kind STATUS". */
+  otherAnswers: string[];
+  /** Ids a worker was handed after its job-done for them had been answered 200. */
+  takenAfterDone: string[];
+}
+
+async function chaosRun(kind: StoreKind, servers: number) {
+  const seed = chaosSeed(`in-flight kill on ${kind}`);
+  const plan = seededRandom(seed);
+  const killAfter = 15 + Math.floor(plan() * 30);
+  const target = killAfter + 20 + Math.floor(plan() * 20);
+  const victim = Math.floor(plan() * servers);
+
+  await using cluster = await spoolCluster(kind, servers, CONFIG);
+  const { key, nodes } = cluster;
+  const tally: Tally = { accepted: new Map(), cutOff: {}, otherAnswers: [], takenAfterDone: [] };
+  const done = new Set<string>();
+  /** Requests sent to the victim and not yet answered. */
+  let victimInFlight = 0;
+  let inFlightAtKill = -1;
+  let armed = false;
+  let chaos: Promise<void> | undefined;
+  let stopClients = false;
+  let stopWorkers = false;
+
+  // Once armed, the kill comes when the victim holds at least two unanswered requests.
+  const killMidFlight = () => {
+    chaos ??= (async () => {
+      inFlightAtKill = victimInFlight;
+      await nodes[victim]!.kill9();
+      await nodes[victim]!.restart();
+    })();
+  };
+
+  /** One request to a node; undefined when the kill cut it off (after which the node is up again). */
+  async function call(node: SpoolProcess, method: string, path: string, auth: string, body?: unknown): Promise<Response | undefined> {
+    await node.up;
+    const answer = fetch(`${node.url}${path}`, { method, headers: { authorization: auth }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const onVictim = node === nodes[victim];
+    if (onVictim && ++victimInFlight >= 2 && armed) killMidFlight();
+    try {
+      return await answer;
+    } catch {
+      const route = path.split("/")[3]!;
+      tally.cutOff[route] = (tally.cutOff[route] ?? 0) + 1;
+      return undefined;
+    } finally {
+      if (onVictim) victimInFlight--;
+    }
+  }
+
+  async function client(i: number) {
+    const rand = seededRandom(seed + 1 + i);
+    for (let n = i; !stopClients; n += CLIENTS) {
+      const res = await call(nodes[Math.floor(rand() * servers)]!, "POST", "/v2/echo/run", `Bearer ${key}`, { input: { n } });
+      if (!res) continue;
+      const body = (await res.json()) as { id: string };
+      if (res.status !== 200) {
+        tally.otherAnswers.push(`POST run ${res.status}`);
+        continue;
+      }
+      tally.accepted.set(body.id, n);
+      if (tally.accepted.size === killAfter) armed = true;
+      if (tally.accepted.size >= target && chaos) stopClients = true;
+    }
+  }
+
+  async function worker(i: number) {
+    const rand = seededRandom(seed + 100 + i);
+    const id = `chaos-w${i}`;
+    const pick = () => nodes[Math.floor(rand() * servers)]!;
+    const q = "gpu=test&isStream=false";
+    while (!stopWorkers) {
+      const taken = await call(pick(), "GET", `/v2/echo/job-take/${id}?gpu=test&job_in_progress=0`, key);
+      if (taken?.status === 200) {
+        const job = (await taken.json()) as { id: string; input: { n: number } };
+        if (done.has(job.id)) tally.takenAfterDone.push(job.id);
+        if (rand() < 0.3) await call(pick(), "POST", `/v2/echo/job-stream/${id}/${job.id}?${q}`, key, { output: { part: job.input.n } });
+        // A worker resends a result whose answer it never got, to any server.
+        for (;;) {
+          const res = await call(pick(), "POST", `/v2/echo/job-done/${id}/${job.id}?${q}`, key, { output: { doubled: job.input.n * 2 } });
+          if (!res) continue;
+          if (res.status === 200) done.add(job.id);
+          else tally.otherAnswers.push(`POST job-done ${res.status}`);
+          break;
+        }
+      } else if (taken && taken.status !== 204) {
+        tally.otherAnswers.push(`GET job-take ${taken.status}`);
+      }
+      // Idle or between jobs, the worker says it runs nothing: a job whose take answer the kill
+      // cut off is then given back to the queue.
+      await call(pick(), "GET", `/v2/echo/ping/${id}?runpod_version=1.12.0`, key);
+    }
+  }
+
+  const workers = Array.from({ length: WORKERS }, (_, i) => worker(i));
+  await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)));
+  await chaos;
+
+  const status = async (id: string) => {
+    const node = nodes[0]!;
+    await node.up;
+    const res = await fetch(`${node.url}/v2/echo/status/${id}`, { headers: { authorization: `Bearer ${key}` } });
+    return [res.status, await res.json()] as [number, any];
+  };
+  const pending = new Set(tally.accepted.keys());
+  await until(async () => {
+    for (const id of pending) if ((await status(id))[1].status === "COMPLETED") pending.delete(id);
+    return pending.size === 0;
+  }, `all ${tally.accepted.size} accepted jobs to complete`, 20_000);
+  stopWorkers = true;
+  await Promise.all(workers);
+  console.log(
+    `${kind}: ${tally.accepted.size} jobs accepted, server ${victim} of ${servers} killed after ${killAfter} accepted with ${inFlightAtKill} requests in flight to it; cut off: ${JSON.stringify(tally.cutOff)}`,
+  );
+
+  // Every accepted job completed with its own result.
+  const results: Record<string, unknown> = {};
+  const expected: Record<string, unknown> = {};
+  for (const [id, n] of tally.accepted) {
+    results[id] = await status(id);
+    expected[id] = [200, { id, status: "COMPLETED", output: { doubled: n * 2 }, delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: expect.stringMatching(/^chaos-w/) }];
+  }
+  expect(results).toEqual(expected);
+  expect({ takenAfterDone: tally.takenAfterDone, otherAnswers: tally.otherAnswers }).toEqual({ takenAfterDone: [], otherAnswers: [] });
+
+  // A result for an ended job is answered (runpod-python would lose it on a 4xx) and changes nothing.
+  for (const id of tally.accepted.keys()) {
+    const node = nodes[Math.floor(plan() * servers)]!;
+    const res = await fetch(`${node.url}/v2/echo/job-done/late-worker/${id}?gpu=test&isStream=false`, {
+      method: "POST",
+      headers: { authorization: key },
+      body: JSON.stringify({ output: { doubled: -1 } }),
+    });
+    expect(res.status).toBe(200);
+  }
+  for (const id of tally.accepted.keys()) results[id] = await status(id);
+  expect(results).toEqual(expected);
+}
+
+describe("kill -9 with submissions and results in flight", () => {
+  test("embedded SQLite store: every job answered 200 completes exactly once", () => chaosRun("sqlite", 1), 40_000);
+  test("Redis, two servers, one killed: every job answered 200 completes exactly once", () => chaosRun("redis", 2), 40_000);
+});
