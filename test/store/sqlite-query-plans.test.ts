@@ -32,7 +32,7 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health o
     for (let i = 0; i < 6; i++) await store.enqueue(newJob(`j${i}`, { webhook: "http://x/h", keyId: "k" }), T0);
     await store.enqueue(newJob("long", { input: { text: "x".repeat(10_000) } }), T0); // kept beside its row
     expect(JSON.stringify((await store.get("ep", "long", T0))?.input).length).toBeGreaterThan(10_000);
-    await store.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
+    await store.touchWorker("w", "ep", "k", T0, { runningIds: [], missingAfterMs: 1_000 });
     await store.claim("ep", "w", 3, T0);
     await store.returnJobs("w", ["j2"], T0);
     await store.claim("ep", "w", 1, T0);

@@ -47,6 +47,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       CREATE INDEX jobs_worker_status ON jobs(worker_id, status) WHERE worker_id IS NOT NULL;
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
       INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
+      ALTER TABLE workers DROP COLUMN key_id;
       PRAGMA user_version = 6;`);
     db.close();
 
@@ -73,7 +74,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run("CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; PRAGMA user_version = 8;");
+    db.run("CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ALTER TABLE workers DROP COLUMN key_id; PRAGMA user_version = 8;");
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });
@@ -86,7 +87,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     const version = after.query<{ user_version: number }, []>("PRAGMA user_version").get()!.user_version;
     const queuedIndex = after.query("SELECT name FROM sqlite_master WHERE name = 'jobs_queued'").get();
     after.close();
-    expect([version, queuedIndex]).toEqual([9, null]);
+    expect([version, queuedIndex]).toEqual([10, null]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -108,9 +109,9 @@ test("sqlite: writes committed together stand or fall alone: a failing one rejec
 test("sqlite: a write re-run after its group rolled back still records the worker as active", async () => {
   const s = SqliteStore.open(":memory:", { retention: RETENTION });
   const job = (id: string) => ({ id, endpointId: "ep", input: {}, policy, sync: false });
-  await s.touchWorker("w", "ep", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
+  await s.touchWorker("w", "ep", "k", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
   await s.enqueue(job("a"), T0 - 120_000);
-  await s.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
+  await s.touchWorker("w", "ep", "k", T0, { runningIds: [], missingAfterMs: 1_000 });
   // One group: the claim, and a duplicate id that rolls the group back; the claim is re-run alone.
   const [claimed, dup] = await Promise.allSettled([s.claim("ep", "w", 1, T0), s.enqueue(job("a"), T0)]);
   expect([claimed.status, dup.status]).toEqual(["fulfilled", "rejected"]);

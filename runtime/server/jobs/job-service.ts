@@ -6,7 +6,8 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { QueueFullError, type EndedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { QueueFullError, type EndedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
+import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -46,11 +47,13 @@ export class JobService {
   readonly #config: Config;
   readonly #events: JobEvents;
   readonly #inputSchemas: InputSchemas | undefined;
+  readonly #log: Log | undefined;
   readonly #wake: { events: Store["events"]; clock: Clock };
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
 
-  constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas }) {
+  constructor(deps: { store: Store; clock: Clock; config: Config; jobEvents: JobEvents; inputSchemas?: InputSchemas; log?: Log }) {
+    this.#log = deps.log;
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -271,6 +274,20 @@ export class JobService {
     const job = await this.#store.finish(workerId, jobId, result, streamOutput, this.#clock.now(), cost);
     if (job) this.#events.emit({ type: "ended", job });
     return job;
+  }
+
+  /**
+   * Jobs a worker's heartbeat settled by the worker-loss rule (it no longer listed them): logged,
+   * and those it failed (lost twice) have ended, as a result's end is. Their webhook calls were
+   * recorded by the store in the same step.
+   */
+  async workerLosses(endpointId: string, workerId: string, settled: WorkerTouch): Promise<void> {
+    for (const jobId of settled.requeued) this.#log?.warn("worker lost a job; job re-queued", { jobId, workerId });
+    for (const jobId of settled.lost) {
+      this.#log?.warn("worker lost a job twice; job failed", { jobId, workerId });
+      const job = this.#events.listening ? await this.#store.get(endpointId, jobId, this.#clock.now()) : null;
+      if (job) this.#events.emit({ type: "ended", job });
+    }
   }
 
   /** Queues a FAILED or TIMED_OUT job again. */

@@ -6,6 +6,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
+import { newWorkerId } from "./worker-id.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
 const MAX_BACKOFF_MS = 30_000;
@@ -41,7 +42,6 @@ export class Scaler {
   #serverUrl = "";
   #apiKey = "";
   #loop?: Promise<void>;
-  #seq = 0;
 
   readonly #serverId: string;
 
@@ -156,7 +156,7 @@ export class Scaler {
 
   #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): void {
     const { clock, log, store } = this.#deps;
-    const workerId = `${endpointId}-${Date.now().toString(36)}-${++this.#seq}`;
+    const workerId = newWorkerId(endpointId);
     const handle = this.#provider.start({
       endpointId,
       workerId,

@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -109,6 +109,8 @@ export const MIGRATIONS: Record<number, string> = {
   // The queue lives in memory (claims, positions and purges read it), read back from the table
   // when the store opens: a submission and a take each change one index page fewer.
   9: `DROP INDEX IF EXISTS jobs_queued;`,
+  // A worker id belongs to the endpoint and key that first used it ('': none recorded yet).
+  10: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
