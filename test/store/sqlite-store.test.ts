@@ -61,7 +61,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     const after = new Database(join(dir, "spool.db"));
     const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress"]);
+    expect(indexes).toEqual(["jobs_ended", "jobs_expiry", "jobs_in_progress", "jobs_list"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -425,6 +425,40 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.recent("ep", T0, 2, queued.next, "IN_QUEUE")).jobs.map((j) => j.id)).toEqual(["3"]);
       expect((await s.recent("ep", T0, 5, undefined, "COMPLETED")).jobs.map((j) => j.id)).toEqual(["1"]);
       expect((await s.recent("ep", T0, 5, undefined, "FAILED")).jobs).toEqual([]);
+      expect((await s.recent("ep", T0, 5, undefined, "IN_PROGRESS")).jobs.map((j) => j.id)).toEqual(["2"]);
+    }));
+
+    test("recent by status pages each status newest first; a job leaves its status's list when it changes or expires", withStore(async (s) => {
+      const ids = ["1", "2", "3", "4", "5", "6"];
+      for (const id of ids) await s.enqueue(newJob(id), T0);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0);
+      await s.claim("other", "w", 1, T0);
+      await s.claim("ep", "w", 6, T0);
+      const list = async (status?: "IN_PROGRESS" | "COMPLETED" | "FAILED" | "IN_QUEUE", at = T0) => {
+        const pages: string[][] = [];
+        let next: string | undefined;
+        do {
+          const page = await s.recent("ep", at, 2, next, status);
+          pages.push(page.jobs.map((j) => j.id));
+          next = page.next;
+        } while (next);
+        return pages;
+      };
+      expect(await list("IN_PROGRESS")).toEqual([["6", "5"], ["4", "3"], ["2", "1"]]);
+      for (const id of ["1", "3", "4", "6"]) await s.finish("w", id, { output: id }, false, T0 + 1);
+      await s.finish("w", "2", { error: "boom" }, false, T0 + 1);
+      expect(await list("COMPLETED")).toEqual([["6", "4"], ["3", "1"]]);
+      expect(await list("IN_PROGRESS")).toEqual([["5"]]);
+      expect(await list("FAILED")).toEqual([["2"]]);
+      expect((await s.retry("ep", "2", T0 + 2)).kind).toBe("retried");
+      expect(await list("FAILED")).toEqual([[]]);
+      expect(await list("IN_QUEUE")).toEqual([["2"]]);
+      expect(await list()).toEqual([["6", "5"], ["4", "3"], ["2", "1"]]);
+      // Past their retention the ended ones are gone from every list, before any sweep.
+      const later = T0 + 1 + RETENTION.asyncMs;
+      expect([await list("COMPLETED", later), await list(undefined, later)]).toEqual([[[]], [["5", "2"]]]);
+      await s.sweep(later, 10 * RETENTION.asyncMs);
+      expect(await list("COMPLETED", later)).toEqual([[]]);
     }));
 
     test("purge removes queued jobs only; health counts exactly; recent pages newest first", withStore(async (s) => {

@@ -177,7 +177,9 @@ export class RedisStore implements Store {
   async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
     const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as JobReply[]).map(replyFields);
     const page = rows.slice(0, limit);
-    return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
+    const last = page[page.length - 1];
+    // Queued jobs are listed in queue order: their cursor is the seq.
+    return { jobs: page.map(toJob), next: rows.length > limit ? String(status === "IN_QUEUE" ? last!.seq : last!.rid) : undefined };
   }
 
   async touchWorker(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch | null> {

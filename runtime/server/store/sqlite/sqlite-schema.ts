@@ -110,7 +110,11 @@ export const MIGRATIONS: Record<number, string> = {
   // when the store opens: a submission and a take each change one index page fewer.
   9: `DROP INDEX IF EXISTS jobs_queued;`,
   // A worker id belongs to the endpoint and key that first used it ('': none recorded yet).
-  10: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';`,
+  // /requests reads a page: an endpoint's jobs by rowid (jobs_list, written once, at submission),
+  // and its ended jobs by status (jobs_ended, written once, as a job ends; never by a take).
+  10: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
+       CREATE INDEX IF NOT EXISTS jobs_list ON jobs(endpoint);
+       CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
