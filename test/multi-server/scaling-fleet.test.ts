@@ -1,13 +1,17 @@
 import { expect, test } from "bun:test";
-import { resolve } from "node:path";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { ManualClock } from "../../runtime/clock.ts";
 import { DUTIES_LEASE } from "../../runtime/server/jobs/maintenance.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";
 import { redisUrl } from "../helpers/redis-server.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
+import { spawnProcess } from "../helpers/spawned.ts";
 import { until } from "../helpers/until.ts";
 
 const HOLD = resolve(import.meta.dir, "../fixtures/hold-fixture.ts");
+const CLI = resolve(import.meta.dir, "../../runtime/cli.ts");
 const RETENTION = { syncMs: 60_000, asyncMs: 60_000 };
 const ENDPOINT = { handler: HOLD, workersMax: 2, scalerType: "REQUEST_COUNT" as const, scalerValue: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 } } };
 
@@ -55,3 +59,72 @@ test("two servers on Redis: the scaler counts the endpoint's workers from the st
     await lease.close();
   }
 });
+
+test("two `spool serve` on Redis: after the lease holder is killed, the new holder replaces its workers without passing workersMax, and stops them once idle", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-fleet-"));
+  const store = `${await redisUrl()}?prefix=fleet-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    await Bun.write(
+      join(dir, "spool.toml"),
+      `[server]
+sweepIntervalMs = 100
+scaleIntervalMs = 100
+stopWaitMs = 200
+workerLossTimeoutMs = 3000
+rateWindowMs = 600000
+
+[endpoints.ep]
+handler = "${HOLD}"
+workersMax = 2
+scalerType = "REQUEST_COUNT"
+scalerValue = 1
+idleTimeout = 1
+rateLimits = { requests = { requests = 1000000 } }
+`,
+    );
+    const made = Bun.spawnSync([process.execPath, CLI, "keys", "create", "--name", "fleet", "--store", store, "--data", join(dir, "keys")]);
+    const key = made.stdout.toString().trim().split("\n").at(-1)!;
+    const serve = async (i: number) => {
+      const proc = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, `data-${i}`), "--config", join(dir, "spool.toml"), "--store", store], {
+        env: { ...process.env, RUNPOD_PING_INTERVAL: "200" }, // workers heard from all the time: a's stay in the store until the loss timeout
+      });
+      const [, url] = await proc.waitFor(/Spool listening on (\S+)/);
+      return Object.assign(proc, { url: url! });
+    };
+    const call = async (url: string, method: string, path: string) =>
+      (await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${key}` }, body: method === "POST" && path.endsWith("/run") ? '{"input":{"hold":true}}' : undefined })).json() as Promise<any>;
+    /** The fleet as a server sees it: workers heard from, and its own not heard from yet. */
+    const fleet = async (url: string) => {
+      const { workers } = await call(url, "GET", "/v2/ep/health");
+      return workers.idle + workers.running + workers.unhealthy + workers.initializing;
+    };
+
+    await using a = await serve(0);
+    for (let i = 0; i < 4; i++) await call(a.url, "POST", "/v2/ep/run");
+    await until(async () => (await call(a.url, "GET", "/v2/ep/health")).workers.running === 2, "a's 2 workers running jobs", 30_000);
+    const running = async (url: string) => ((await call(url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests as { workerId: string }[]).map((r) => r.workerId);
+    const aWorkers = await running(a.url);
+    await using b = await serve(1);
+    a.proc.kill("SIGKILL");
+    await a.proc.exited;
+
+    // b takes the lease, loses a's workers' jobs back to the queue and starts its own: never more than 2.
+    let most = 0;
+    await until(
+      async () => {
+        most = Math.max(most, await fleet(b.url));
+        const now = await running(b.url);
+        return now.length === 2 && !now.some((w) => aWorkers.includes(w));
+      },
+      "2 of b's workers running jobs",
+      30_000,
+    );
+    expect(most).toBeLessThanOrEqual(2);
+
+    await call(b.url, "POST", "/v2/ep/purge-queue");
+    for (const r of (await call(b.url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests) await call(b.url, "POST", `/v2/ep/cancel/${r.id}`);
+    await until(async () => (await fleet(b.url)) === 0, "b's idle workers to be stopped", 30_000);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 90_000);
