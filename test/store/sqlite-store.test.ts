@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
+import { SCHEMA_VERSION } from "../../runtime/server/store/sqlite/sqlite-schema.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
@@ -87,7 +88,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     const version = after.query<{ user_version: number }, []>("PRAGMA user_version").get()!.user_version;
     const queuedIndex = after.query("SELECT name FROM sqlite_master WHERE name = 'jobs_queued'").get();
     after.close();
-    expect([version, queuedIndex]).toEqual([10, null]);
+    expect([version, queuedIndex]).toEqual([SCHEMA_VERSION, null]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
