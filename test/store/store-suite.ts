@@ -389,6 +389,11 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.get("ep", "j", T0 + 30)).toMatchObject({ status: "IN_QUEUE", losses: 1 });
       expect(await s.touchWorker("w", "other", "k2", T0 + 40)).toEqual({ requeued: [], lost: [] });
       expect(await s.touchWorker("w", "ep", "k", T0 + 50)).toBeNull();
+      // A request that names a job records no worker it does not know.
+      expect(await s.touchWorker("new", "ep", "k", T0 + 60, { knownOnly: true })).toBeNull();
+      expect((await s.health("ep", T0 + 60, 60_000)).workers).toMatchObject({ idle: 0, running: 0 });
+      expect(await s.touchWorker("new", "ep", "k", T0 + 70)).toEqual({ requeued: [], lost: [] });
+      expect(await s.touchWorker("new", "ep", "k", T0 + 80, { knownOnly: true })).toEqual({ requeued: [], lost: [] });
     }));
 
     test("a stop owed to a timed-out run does not cancel its retry", withStore(async (s) => {

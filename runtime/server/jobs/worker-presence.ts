@@ -11,6 +11,9 @@ interface Written {
   keyId: string;
 }
 
+/** For a request that names a job: a worker not known yet cannot hold one, and is not recorded. */
+export const KNOWN_ONLY: WorkerReport = Object.freeze({ knownOnly: true });
+
 /** A worker id another endpoint or key owns: answered as if it did not exist. */
 export const workerNotFound = (workerId: string) => new HttpError(404, `worker ${workerId} not found`);
 
@@ -34,7 +37,8 @@ export class WorkerPresence {
    */
   touch(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch> | undefined {
     const last = this.#lastWrite.get(workerId);
-    if (!report && last !== undefined && now - last.at < MIN_TOUCH_INTERVAL_MS && now >= last.at && last.endpointId === endpointId && last.keyId === keyId) {
+    const ping = report !== undefined && (report.runningIds !== undefined || report.unhealthy !== undefined);
+    if (!ping && last !== undefined && now - last.at < MIN_TOUCH_INTERVAL_MS && now >= last.at && last.endpointId === endpointId && last.keyId === keyId) {
       this.onSeen?.(workerId);
       return undefined;
     }

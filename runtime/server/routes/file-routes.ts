@@ -4,7 +4,7 @@ import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http/http-error.ts";
 import { limitBody } from "../http/request-input.ts";
 import type { FileStore, LocalFileStore } from "../files/file-store.ts";
-import type { WorkerPresence } from "../jobs/worker-presence.ts";
+import { KNOWN_ONLY, type WorkerPresence } from "../jobs/worker-presence.ts";
 
 const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
 
@@ -13,7 +13,7 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore, presence: Work
   const app = new Hono<AppEnv>();
   app.put("/job-files/:worker/:job/:name", limitBody(MAX_UPLOAD_BYTES), async (c) => {
     const { worker, job: jobId, name } = c.req.param();
-    await presence.touch(worker, c.get("endpointId"), c.get("key").id, deps.clock.now()); // 404 for another key's worker
+    await presence.touch(worker, c.get("endpointId"), c.get("key").id, deps.clock.now(), KNOWN_ONLY); // 404 for another key's worker
     const job = await deps.store.get(c.get("endpointId"), jobId, deps.clock.now());
     if (!job || job.status !== "IN_PROGRESS" || job.workerId !== worker) {
       throw new HttpError(404, `job ${jobId} is not running on worker ${worker}`);

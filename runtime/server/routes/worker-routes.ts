@@ -7,6 +7,7 @@ import { jsonText } from "./json-text.ts";
 import { splitChunk } from "../../protocol/stream-chunks.ts";
 import { waitFor } from "../jobs/wait-for.ts";
 import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
+import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
 
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
 const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
@@ -36,7 +37,7 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
-    await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now());
+    await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now(), KNOWN_ONLY);
     if (!(await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now()))) await steps.ownJob(c.get("endpointId"), workerId, jobId);
     return c.json({});
   });

@@ -4,7 +4,7 @@ import { costOf } from "../jobs/job-cost.ts";
 import { readJson, validate } from "../http/request-input.ts";
 import { rawJson, stringifyWith } from "../store/raw-json.ts";
 import type { StoredJob } from "../store/store.ts";
-import { WorkerPresence } from "../jobs/worker-presence.ts";
+import { KNOWN_ONLY, WorkerPresence } from "../jobs/worker-presence.ts";
 import { HttpError } from "../http/http-error.ts";
 
 /** Most jobs one job-take-batch may ask for. */
@@ -73,7 +73,7 @@ export class WorkerSteps {
     const { store, clock, jobs } = this.#deps;
     const body = validate(jobDoneSchema, await readJson(req), "job-done body");
     const now = clock.now();
-    const touched = this.presence.touch(workerId, endpointId, keyId, now);
+    const touched = this.presence.touch(workerId, endpointId, keyId, now, KNOWN_ONLY);
     if (touched) await touched;
     let applied: unknown;
     if (body.status === "IN_PROGRESS") {

@@ -159,6 +159,11 @@ export interface WorkerReport {
    */
   missingAfterMs?: number;
   unhealthy?: { check: string; reason: string } | null;
+  /**
+   * The request names a job, which only a known worker can hold: a worker id not known yet is
+   * not recorded, and the touch answers null.
+   */
+  knownOnly?: boolean;
 }
 
 /** A touch's answer: jobs the heartbeat's report settled by the worker-loss rule. */

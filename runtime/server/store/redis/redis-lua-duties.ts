@@ -96,7 +96,7 @@ return out`,
   /**
    * ARGV5 worker, ARGV6 endpoint, ARGV7 running ids JSON or '', ARGV8 unhealthy JSON or '',
    * ARGV9 '1' when reported, ARGV10 missingAfterMs or '': jobs held longer that the heartbeat
-   * leaves out follow the worker-loss rule. ARGV11 key id. Returns {requeued, lost} as JSON, or 0
+   * leaves out follow the worker-loss rule. ARGV11 key id, ARGV12 '1': record no worker not known yet. Returns {requeued, lost} as JSON, or 0
    * (changing nothing) when the worker id is another endpoint's or key's.
    */
   touch: `
@@ -104,6 +104,7 @@ local wk = P .. 'w:' .. ARGV[5]
 local owner = redis.call('HMGET', wk, 'ep', 'key')
 -- A worker written before ids had owners (no key) is claimed by the key that uses it next.
 if owner[1] and (owner[1] ~= ARGV[6] or (owner[2] and owner[2] ~= ARGV[11])) then return 0 end
+if not owner[1] and ARGV[12] == '1' then return 0 end
 local settled = {requeued = {}, lost = {}}
 if ARGV[7] ~= '' and ARGV[10] ~= '' then
   local reported = {}

@@ -192,6 +192,7 @@ export class RedisStore implements Store {
       report?.unhealthy !== undefined ? "1" : "0",
       report?.runningIds && report.missingAfterMs !== undefined ? report.missingAfterMs : "",
       keyId,
+      report?.knownOnly ? "1" : "",
     ]);
     if (r === 0) return null;
     if (typeof r !== "string") return { requeued: [], lost: [] };

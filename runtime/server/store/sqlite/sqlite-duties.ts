@@ -48,6 +48,7 @@ export const duties = {
     const owner = s.db.query<{ endpoint: string; key_id: string }, [string]>("SELECT endpoint, key_id FROM workers WHERE id = ?").get(workerId);
     // A row from before ids had owners ('') is claimed by the key that uses it next.
     if (owner && (owner.endpoint !== endpointId || (owner.key_id !== "" && owner.key_id !== keyId))) return null;
+    if (!owner && report?.knownOnly) return null;
     const settled: WorkerTouch = { requeued: [], lost: [] };
     if (report?.runningIds && report.missingAfterMs !== undefined) {
       const reported = new Set(report.runningIds);
