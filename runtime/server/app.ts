@@ -47,7 +47,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
   v2.route("/:endpoint", clientRoutes(deps, clientSteps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
-  v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
+  v2.route("/:endpoint", fileUploadRoutes(deps, deps.files, steps.presence));
   app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));

@@ -79,7 +79,7 @@ describe("hot paths answer as the Hono routes do", () => {
       ["GET", "/v2/echo/job-take/w1", undefined, undefined, 204],
       ["POST", "/v2/echo/job-done/w1/nope", "{", `Bearer ${worker}`, 400],
       ["POST", "/v2/echo/job-done/w1/nope", JSON.stringify({ status: 5 }), undefined, 400],
-      ["POST", "/v2/echo/job-done/w1/nope", JSON.stringify({ output: 1 }), undefined, 200],
+      ["POST", "/v2/echo/job-done/w1/nope", JSON.stringify({ output: 1 }), undefined, 404], // no such job on the endpoint
     ];
     for (const [method, path, body, auth, status] of cases) {
       const { hot, viaHono } = await bothWays(srv, method, path, body, auth);

@@ -76,8 +76,14 @@ describe("job-done", () => {
     await using srv = await startTestServer();
     const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: {} });
     await protocolWorker(srv, "echo", "w1").take();
-    expect((await protocolWorker(srv, "echo", "intruder").done(id, { output: "x" })).status).toBe(200);
+    const other = protocolWorker(srv, "echo", "other");
+    expect(await other.take()).toBeNull(); // a worker of the endpoint, holding nothing
+    expect((await other.done(id, { output: "x" })).status).toBe(200); // idempotent: a late result changes nothing
+    // A worker id never seen cannot hold a job: 404, and it is not recorded.
+    const unknown = await protocolWorker(srv, "echo", "intruder").done(id, { output: "x" });
+    expect([unknown.status, await unknown.json()]).toEqual([404, { error: "worker intruder not found" }]);
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1].status).toBe("IN_PROGRESS");
+    expect((await srv.json("GET", "/v2/echo/health"))[1].workers).toMatchObject({ idle: 1, running: 1 });
   });
 
   test("{status: IN_PROGRESS} posts are progress, shown by /status, not completion", async () => {

@@ -3,7 +3,7 @@ import { FIELDS_BUT_INPUT } from "../../runtime/server/store/redis/redis-lua-pre
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
 import { topics } from "../../runtime/server/store/store-events.ts";
 import type { NewJob } from "../../runtime/server/store/store.ts";
-import { redisUrl } from "../helpers/redis-server.ts";
+import { redisUrl, startOwnRedis } from "../helpers/redis-server.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
 
 const prefix = () => `{t-${crypto.randomUUID().slice(0, 8)}}:`;
@@ -213,3 +213,42 @@ test("redis: a result reads every field a job's hash can have but its input (the
     const { input: _input, ...stored } = (await s.get("ep", "streamed", T0 + 5))!;
     expect(done).toEqual(stored);
   }));
+
+/** Commands the redis-server has run so far (scripts' own calls included), by name. */
+async function commandCalls(url: string, names: string[]): Promise<Record<string, number>> {
+  const raw = new Bun.RedisClient(url);
+  try {
+    const stats = String(await raw.send("INFO", ["commandstats"]));
+    return Object.fromEntries(names.map((c) => [c, Number(new RegExp(`cmdstat_${c}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)]));
+  } finally {
+    raw.close();
+  }
+}
+
+test("redis: a /requests page reads about as many jobs as it returns, with or without a status, however many are retained", async () => {
+  // A redis-server of its own: the counts are not shared with other test files.
+  await using redis = await startOwnRedis();
+  const s = await RedisStore.connect(redis.url, { retention: RETENTION }, prefix());
+  try {
+    const ids = Array.from({ length: 300 }, (_, i) => `j${i}`);
+    for (const id of ids) await s.enqueue(newJob(id), T0);
+    await s.claim("ep", "w", 300, T0);
+    await s.finish("w", "j0", { error: "boom" }, false, T0 + 1); // the oldest job is the one FAILED
+    for (const id of ids.slice(1, 280)) await s.finish("w", id, { output: 1 }, false, T0 + 1);
+    // 280..299 run on, and one is queued again
+    for (const id of ["q"]) await s.enqueue(newJob(id), T0 + 2);
+    const reads: Record<string, number> = {};
+    for (const status of [undefined, "FAILED", "COMPLETED", "IN_PROGRESS", "IN_QUEUE"] as const) {
+      const before = await commandCalls(redis.url, ["hgetall"]);
+      const page = await s.recent("ep", T0 + 3, 10, undefined, status);
+      const after = await commandCalls(redis.url, ["hgetall"]);
+      reads[status ?? "any"] = after.hgetall! - before.hgetall!;
+      expect(page.jobs.length).toBe(status === "FAILED" || status === "IN_QUEUE" ? 1 : 10);
+    }
+    // limit + 1 jobs read (the one past the page says whether there is a next), the 20 running
+    // ones' ids looked at without reading them.
+    expect(reads).toEqual({ any: 11, FAILED: 1, COMPLETED: 11, IN_PROGRESS: 11, IN_QUEUE: 1 });
+  } finally {
+    await s.close();
+  }
+});

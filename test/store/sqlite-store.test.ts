@@ -51,6 +51,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
       INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
       ${BEFORE_IDEMPOTENCY}
+      ALTER TABLE workers DROP COLUMN key_id;
       PRAGMA user_version = 6;`);
     db.close();
 
@@ -64,7 +65,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     const after = new Database(join(dir, "spool.db"));
     const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_expiry", "jobs_in_progress"]);
+    expect(indexes).toEqual(["jobs_ended", "jobs_expiry", "jobs_in_progress", "jobs_list"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -77,7 +78,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} PRAGMA user_version = 8;`);
+    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; PRAGMA user_version = 8;`);
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });
@@ -112,9 +113,9 @@ test("sqlite: writes committed together stand or fall alone: a failing one rejec
 test("sqlite: a write re-run after its group rolled back still records the worker as active", async () => {
   const s = SqliteStore.open(":memory:", { retention: RETENTION });
   const job = (id: string) => ({ id, endpointId: "ep", input: {}, policy, sync: false });
-  await s.touchWorker("w", "ep", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
+  await s.touchWorker("w", "ep", "k", T0 - 120_000, { runningIds: [], missingAfterMs: 1_000 });
   await s.enqueue(job("a"), T0 - 120_000);
-  await s.touchWorker("w", "ep", T0, { runningIds: [], missingAfterMs: 1_000 });
+  await s.touchWorker("w", "ep", "k", T0, { runningIds: [], missingAfterMs: 1_000 });
   // One group: the claim, and a duplicate id that rolls the group back; the claim is re-run alone.
   const [claimed, dup] = await Promise.allSettled([s.claim("ep", "w", 1, T0), s.enqueue(job("a"), T0)]);
   expect([claimed.status, dup.status]).toEqual(["fulfilled", "rejected"]);

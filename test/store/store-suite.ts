@@ -109,7 +109,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(await s.finish("w", "fresh", { output: 1 }, false, T0 + 3)).toMatchObject({ status: "COMPLETED" });
       // Handed and never finished: the deadline sweep times it out like a claimed job.
       await s.enqueue(newJob("late"), T0 + 3, 10, "w");
-      await s.touchWorker("w", "ep", T0 + 3 + policy.executionTimeout);
+      await s.touchWorker("w", "ep", "k", T0 + 3 + policy.executionTimeout);
       expect((await s.sweep(T0 + 3 + policy.executionTimeout, 10 * policy.executionTimeout)).timedOut).toContainEqual({ jobId: "late", workerId: "w" });
     }));
 
@@ -243,9 +243,9 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       const long = { text: "x".repeat(3_000) }; // kept apart from its row on the embedded store
       for (const input of [long, { short: 1 }]) {
         const id = `lost-${JSON.stringify(input).length}`;
-        await s.touchWorker("w", "ep", T0);
+        await s.touchWorker("w", "ep", "k", T0);
         await s.enqueue(newJob(id, { input, webhook: "http://x/h" }), T0, undefined, "w");
-        await s.touchWorker("w", "ep", T0 + 10, { runningIds: [], missingAfterMs: 0 }); // lost: back in the queue, one loss
+        await s.touchWorker("w", "ep", "k", T0 + 10, { runningIds: [], missingAfterMs: 0 }); // lost: back in the queue, one loss
         expect((await s.claim("ep", "w", 1, T0 + 20)).map((j) => j.id)).toEqual([id]);
         const result = await s.finish("w", id, { output: 1 }, false, T0 + 30);
         expect(result).toMatchObject({ losses: 1, startedAt: T0 + 20 });
@@ -254,7 +254,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
         expect(owed.map((d) => d.job)).toEqual([JSON.parse(JSON.stringify(result))]); // as the webhook will send it
       }
       await s.enqueue(newJob("again", { policy: { ...policy, executionTimeout: 100 } }), T0 + 40, undefined, "w");
-      await s.touchWorker("w", "ep", T0 + 150);
+      await s.touchWorker("w", "ep", "k", T0 + 150);
       expect((await s.sweep(T0 + 150, 60_000)).timedOut.map((t) => t.jobId)).toEqual(["again"]);
       expect((await s.retry("ep", "again", T0 + 200)).kind).toBe("retried");
       await s.claim("ep", "w", 1, T0 + 300);
@@ -354,27 +354,52 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
     test("a heartbeat that no longer lists a job held past the grace period loses it", withStore(async (s) => {
       await s.enqueue(newJob("kept"), T0);
       await s.enqueue(newJob("dropped"), T0);
-      await s.touchWorker("w", "ep", T0);
+      await s.touchWorker("w", "ep", "k", T0);
       await s.claim("ep", "w", 2, T0);
-      await s.touchWorker("w", "ep", T0 + 29_999, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      await s.touchWorker("w", "ep", "k", T0 + 29_999, { runningIds: ["kept"], missingAfterMs: 30_000 });
       expect((await s.get("ep", "dropped", T0 + 29_999))!.status).toBe("IN_PROGRESS");
-      await s.touchWorker("w", "ep", T0 + 30_000, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      expect(await s.touchWorker("w", "ep", "k", T0 + 30_000, { runningIds: ["kept"], missingAfterMs: 30_000 })).toEqual({ requeued: ["dropped"], lost: [] });
       expect((await s.get("ep", "kept", T0 + 30_000))!.status).toBe("IN_PROGRESS");
       expect((await s.get("ep", "dropped", T0 + 30_000))!).toMatchObject({ status: "IN_QUEUE", losses: 1 });
       await s.claim("ep", "w", 1, T0 + 30_000);
-      await s.touchWorker("w", "ep", T0 + 60_000, { runningIds: ["kept"], missingAfterMs: 30_000 });
+      expect(await s.touchWorker("w", "ep", "k", T0 + 60_000, { runningIds: ["kept"], missingAfterMs: 30_000 })).toEqual({ requeued: [], lost: ["dropped"] });
       expect((await s.get("ep", "dropped", T0 + 60_000))!.error).toContain("heartbeat no longer listed the job");
       // A heartbeat without a job list (a plain touch) settles nothing.
       await s.enqueue(newJob("quiet"), T0 + 60_000);
       await s.claim("ep", "w", 1, T0 + 60_000);
-      await s.touchWorker("w", "ep", T0 + 200_000);
+      expect(await s.touchWorker("w", "ep", "k", T0 + 200_000)).toEqual({ requeued: [], lost: [] });
       expect((await s.get("ep", "quiet", T0 + 200_000))!.status).toBe("IN_PROGRESS");
+    }));
+
+    test("a worker id is its first endpoint's and key's: another's touch is refused and changes nothing, until the id is dropped for silence", withStore(async (s) => {
+      expect(await s.touchWorker("w", "ep", "k", T0)).toEqual({ requeued: [], lost: [] });
+      await s.enqueue(newJob("j"), T0);
+      await s.claim("ep", "w", 1, T0);
+      const lossy = { runningIds: [], missingAfterMs: 0, unhealthy: { check: "gpu", reason: "x" } };
+      expect(await s.touchWorker("w", "other", "k", T0 + 10, lossy)).toBeNull();
+      expect(await s.touchWorker("w", "ep", "k2", T0 + 10, lossy)).toBeNull();
+      expect(await s.get("ep", "j", T0 + 10)).toMatchObject({ status: "IN_PROGRESS", workerId: "w", losses: 0 });
+      expect((await s.health("ep", T0 + 10, 60_000)).workers).toMatchObject({ running: 1, unhealthy: 0 });
+      expect((await s.health("other", T0 + 10, 60_000)).workers).toMatchObject({ idle: 0, running: 0, unhealthy: 0 });
+      expect(await s.touchWorker("w", "ep", "k", T0 + 20)).toEqual({ requeued: [], lost: [] });
+      // A worker whose process ended keeps its owner until the sweep has lost its jobs.
+      await s.forgetWorker("w");
+      expect(await s.touchWorker("w", "other", "k2", T0 + 30)).toBeNull();
+      await s.sweep(T0 + 30, 60_000);
+      expect(await s.get("ep", "j", T0 + 30)).toMatchObject({ status: "IN_QUEUE", losses: 1 });
+      expect(await s.touchWorker("w", "other", "k2", T0 + 40)).toEqual({ requeued: [], lost: [] });
+      expect(await s.touchWorker("w", "ep", "k", T0 + 50)).toBeNull();
+      // A request that names a job records no worker it does not know.
+      expect(await s.touchWorker("new", "ep", "k", T0 + 60, { knownOnly: true })).toBeNull();
+      expect((await s.health("ep", T0 + 60, 60_000)).workers).toMatchObject({ idle: 0, running: 0 });
+      expect(await s.touchWorker("new", "ep", "k", T0 + 70)).toEqual({ requeued: [], lost: [] });
+      expect(await s.touchWorker("new", "ep", "k", T0 + 80, { knownOnly: true })).toEqual({ requeued: [], lost: [] });
     }));
 
     test("a stop owed to a timed-out run does not cancel its retry", withStore(async (s) => {
       await s.enqueue(newJob("t", { policy: { ...policy, executionTimeout: 6_000 } }), T0);
       await s.claim("ep", "w", 1, T0);
-      await s.touchWorker("w", "ep", T0);
+      await s.touchWorker("w", "ep", "k", T0);
       await s.sweep(T0 + 6_000, 60_000); // TIMED_OUT; a stop is owed to w
       await s.retry("ep", "t", T0 + 6_001);
       expect((await s.claim("ep", "w", 1, T0 + 6_002)).map((j) => j.id)).toEqual(["t"]);
@@ -405,14 +430,48 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.recent("ep", T0, 2, queued.next, "IN_QUEUE")).jobs.map((j) => j.id)).toEqual(["3"]);
       expect((await s.recent("ep", T0, 5, undefined, "COMPLETED")).jobs.map((j) => j.id)).toEqual(["1"]);
       expect((await s.recent("ep", T0, 5, undefined, "FAILED")).jobs).toEqual([]);
+      expect((await s.recent("ep", T0, 5, undefined, "IN_PROGRESS")).jobs.map((j) => j.id)).toEqual(["2"]);
+    }));
+
+    test("recent by status pages each status newest first; a job leaves its status's list when it changes or expires", withStore(async (s) => {
+      const ids = ["1", "2", "3", "4", "5", "6"];
+      for (const id of ids) await s.enqueue(newJob(id), T0);
+      await s.enqueue(newJob("x", { endpointId: "other" }), T0);
+      await s.claim("other", "w", 1, T0);
+      await s.claim("ep", "w", 6, T0);
+      const list = async (status?: "IN_PROGRESS" | "COMPLETED" | "FAILED" | "IN_QUEUE", at = T0) => {
+        const pages: string[][] = [];
+        let next: string | undefined;
+        do {
+          const page = await s.recent("ep", at, 2, next, status);
+          pages.push(page.jobs.map((j) => j.id));
+          next = page.next;
+        } while (next);
+        return pages;
+      };
+      expect(await list("IN_PROGRESS")).toEqual([["6", "5"], ["4", "3"], ["2", "1"]]);
+      for (const id of ["1", "3", "4", "6"]) await s.finish("w", id, { output: id }, false, T0 + 1);
+      await s.finish("w", "2", { error: "boom" }, false, T0 + 1);
+      expect(await list("COMPLETED")).toEqual([["6", "4"], ["3", "1"]]);
+      expect(await list("IN_PROGRESS")).toEqual([["5"]]);
+      expect(await list("FAILED")).toEqual([["2"]]);
+      expect((await s.retry("ep", "2", T0 + 2)).kind).toBe("retried");
+      expect(await list("FAILED")).toEqual([[]]);
+      expect(await list("IN_QUEUE")).toEqual([["2"]]);
+      expect(await list()).toEqual([["6", "5"], ["4", "3"], ["2", "1"]]);
+      // Past their retention the ended ones are gone from every list, before any sweep.
+      const later = T0 + 1 + RETENTION.asyncMs;
+      expect([await list("COMPLETED", later), await list(undefined, later)]).toEqual([[[]], [["5", "2"]]]);
+      await s.sweep(later, 10 * RETENTION.asyncMs);
+      expect(await list("COMPLETED", later)).toEqual([[]]);
     }));
 
     test("purge removes queued jobs only; health counts exactly; recent pages newest first", withStore(async (s) => {
       for (const id of ["1", "2", "3", "4"]) await s.enqueue(newJob(id), T0);
       await s.claim("ep", "w", 1, T0);
-      await s.touchWorker("idle", "ep", T0);
-      await s.touchWorker("sick", "ep", T0, { unhealthy: { check: "gpu", reason: "ECC" } });
-      await s.touchWorker("w", "ep", T0);
+      await s.touchWorker("idle", "ep", "k", T0);
+      await s.touchWorker("sick", "ep", "k", T0, { unhealthy: { check: "gpu", reason: "ECC" } });
+      await s.touchWorker("w", "ep", "k", T0);
       expect(await s.health("ep", T0, 60_000)).toEqual({
         jobs: { completed: 0, failed: 0, inProgress: 1, inQueue: 3, retried: 0 },
         workers: { idle: 1, running: 1, initializing: 0, unhealthy: 1 },
@@ -474,8 +533,8 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.enqueue(newJob("lost"), T0 + 2);
       await s.claim("ep", "busy", 1, T0 + 20_000); // "gone" expired: "slow" is taken
       await s.claim("ep", "dies", 1, T0 + 20_000);
-      await s.touchWorker("busy", "ep", T0 + 20_000);
-      await s.touchWorker("dies", "ep", T0 + 20_000);
+      await s.touchWorker("busy", "ep", "k", T0 + 20_000);
+      await s.touchWorker("dies", "ep", "k", T0 + 20_000);
       let r = await s.sweep(T0 + 26_000, 30_000);
       expect(r).toEqual({ expired: 1, timedOut: [{ jobId: "slow", workerId: "busy" }], requeued: [], lost: [] });
       expect((await s.get("ep", "slow", T0 + 26_000))!).toMatchObject({ status: "TIMED_OUT", error: "execution timeout of 6000 ms exceeded" });
@@ -485,7 +544,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.get("ep", "lost", T0 + 50_000))!).toMatchObject({ status: "IN_QUEUE", losses: 1 });
       await s.claim("ep", "dies-too", 1, T0 + 50_000);
       await s.forgetWorker("dies-too");
-      await s.touchWorker("dies-too", "ep", T0 + 50_000);
+      await s.touchWorker("dies-too", "ep", "k", T0 + 50_000);
       await s.forgetWorker("dies-too");
       r = await s.sweep(T0 + 50_001, 30_000);
       expect(r.lost).toEqual(["lost"]);
@@ -510,7 +569,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.enqueue(newJob("low", { policy: { ...policy, lowPriority: true } }), T0);
       await s.enqueue(newJob("n1"), T0 + 5);
       await s.enqueue(newJob("n2"), T0 + 9);
-      await s.touchWorker("w", "ep", T0 + 10);
+      await s.touchWorker("w", "ep", "k", T0 + 10);
       await s.claim("ep", "w", 1, T0 + 10); // takes "low"
       const stats = await s.scalingStats("ep", T0 + 10, 60_000);
       expect(stats).toEqual({ queued: 2, queuedLowPriority: 0, inProgress: 1, oldestQueuedAt: T0 + 5, workers: [{ id: "w", running: 1, unhealthy: false, lastActive: T0 + 10 }] });
@@ -591,7 +650,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       await s.retry("ep", "a", T0 + 4);
       expect(await positions(["a", "c", "e", "f"])).toEqual([3, 0, 1, 2]);
       // A job whose worker is lost is re-queued in its place, ahead of later ones.
-      await s.touchWorker("w1", "ep", T0 + 1);
+      await s.touchWorker("w1", "ep", "k", T0 + 1);
       expect((await s.sweep(T0 + 40_000, 30_000)).requeued).toEqual(["b"]);
       expect(await s.queuePosition("ep", "b", T0 + 40_000)).toBe(0);
       expect(await s.queuePosition("ep", "a", T0 + 40_000)).toBe(4);
@@ -618,7 +677,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       // "short" (ttl 10 s, re-queued at T0 + 1) expires at T0 + 10_001, before any sweep.
       expect(await s.queueDepth("ep", T0 + 10_001)).toBe(2);
       expect(await jobs(T0 + 10_001)).toEqual({ completed: 1, failed: 0, inProgress: 1, inQueue: 2, retried: 1 });
-      await s.touchWorker("w", "ep", T0 + 10_001);
+      await s.touchWorker("w", "ep", "k", T0 + 10_001);
       await s.sweep(T0 + 10_001, 60_000);
       expect(await jobs(T0 + 10_001)).toEqual({ completed: 1, failed: 0, inProgress: 1, inQueue: 2, retried: 1 });
       expect(await s.queueDepth("ep", T0 + 10_001)).toBe(2);
@@ -632,7 +691,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       for (const id of ["slow", "kept"]) await s.enqueue(newJob(id, { policy: quick }), T0);
       expect(await jobs(T0)).toMatchObject({ inQueue: 2 });
       await s.claim("ep", "w", 1, T0); // slow
-      await s.touchWorker("w", "ep", T0 + 6_000);
+      await s.touchWorker("w", "ep", "k", T0 + 6_000);
       await s.sweep(T0 + 6_000, 60_000); // slow timed out at T0 + 6 s: kept until then + keep
       expect(await jobs(T0 + 5_999 + keep)).toMatchObject({ failed: 1, inQueue: 1 });
       expect(await jobs(T0 + 6_000 + keep)).toMatchObject({ failed: 0, inQueue: 1 });

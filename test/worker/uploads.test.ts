@@ -210,7 +210,11 @@ describe("ctx.upload through a real queue server and WorkerLoop", () => {
     await protocolWorker(srv, "echo", "w1").take();
     const other = new WorkerApi(workerEndpoints(urlsFromFlags(srv.url, "echo"), "w2"), srv.key, systemClock, silentLog);
     await expect(other.upload(id, "x.txt", new Blob(["x"]), "text/plain")).rejects.toThrow(
-      `upload of x.txt failed: HTTP 404 job ${id} is not running on worker w2`,
+      "upload of x.txt failed: HTTP 404 worker w2 not found", // w2 has taken no job: it cannot hold one
     );
+    // A worker of the endpoint that does not run the job.
+    await protocolWorker(srv, "echo", "w3").take();
+    const third = new WorkerApi(workerEndpoints(urlsFromFlags(srv.url, "echo"), "w3"), srv.key, systemClock, silentLog);
+    await expect(third.upload(id, "x.txt", new Blob(["x"]), "text/plain")).rejects.toThrow(`upload of x.txt failed: HTTP 404 job ${id} is not running on worker w3`);
   });
 });

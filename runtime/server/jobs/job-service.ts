@@ -6,7 +6,8 @@ import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead } from "../store/store.ts";
+import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
+import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
 import { bodyHash, idempotencyConflict } from "./idempotency.ts";
 import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
@@ -49,6 +50,7 @@ export class JobService {
   readonly #config: Config;
   readonly #events: JobEvents;
   readonly #inputSchemas: InputSchemas | undefined;
+  readonly #log: Log | undefined;
   readonly #wake: { events: Store["events"]; clock: Clock };
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
@@ -61,10 +63,12 @@ export class JobService {
     config: Config;
     jobEvents: JobEvents;
     inputSchemas?: InputSchemas;
+    log?: Log;
     /** Whether the endpoint refuses work now (its workers cannot start): the error to answer. */
     startFailures?: { refusal(endpointId: string): Error | undefined };
   }) {
     this.#refusal = deps.startFailures && ((ep) => deps.startFailures!.refusal(ep));
+    this.#log = deps.log;
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#config = deps.config;
@@ -295,6 +299,20 @@ export class JobService {
     const job = await this.#store.finish(workerId, jobId, result, streamOutput, this.#clock.now(), cost);
     if (job) this.#events.emit({ type: "ended", job });
     return job;
+  }
+
+  /**
+   * Jobs a worker's heartbeat settled by the worker-loss rule (it no longer listed them): logged,
+   * and those it failed (lost twice) have ended, as a result's end is. Their webhook calls were
+   * recorded by the store in the same step.
+   */
+  async workerLosses(endpointId: string, workerId: string, settled: WorkerTouch): Promise<void> {
+    for (const jobId of settled.requeued) this.#log?.warn("worker lost a job; job re-queued", { jobId, workerId });
+    for (const jobId of settled.lost) {
+      this.#log?.warn("worker lost a job twice; job failed", { jobId, workerId });
+      const job = this.#events.listening ? await this.#store.get(endpointId, jobId, this.#clock.now()) : null;
+      if (job) this.#events.emit({ type: "ended", job });
+    }
   }
 
   /** Queues a FAILED or TIMED_OUT job again. */

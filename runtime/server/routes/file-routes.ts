@@ -4,14 +4,16 @@ import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http/http-error.ts";
 import { limitBody } from "../http/request-input.ts";
 import type { FileStore, LocalFileStore } from "../files/file-store.ts";
+import { KNOWN_ONLY, type WorkerPresence } from "../jobs/worker-presence.ts";
 
 const MAX_UPLOAD_BYTES = 64 * 1024 * 1024;
 
 /** PUT /v2/<ep>/job-files/<worker>/<job>/<name>: a worker stores a job's file; answers {url}. */
-export function fileUploadRoutes(deps: AppDeps, files: FileStore): Hono<AppEnv> {
+export function fileUploadRoutes(deps: AppDeps, files: FileStore, presence: WorkerPresence): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.put("/job-files/:worker/:job/:name", limitBody(MAX_UPLOAD_BYTES), async (c) => {
     const { worker, job: jobId, name } = c.req.param();
+    await presence.touch(worker, c.get("endpointId"), c.get("key").id, deps.clock.now(), KNOWN_ONLY); // 404 for another key's worker
     const job = await deps.store.get(c.get("endpointId"), jobId, deps.clock.now());
     if (!job || job.status !== "IN_PROGRESS" || job.workerId !== worker) {
       throw new HttpError(404, `job ${jobId} is not running on worker ${worker}`);

@@ -64,12 +64,12 @@ export function hotPaths(
         case "status":
           return await client.status(endpointId, key, a, query(url, "ttl"));
         case "job-done":
-          await worker.done(endpointId, pathSegment(a), pathSegment(b), req, query(url, "isStream") === "true");
+          await worker.done(endpointId, key.id, pathSegment(a), pathSegment(b), req, query(url, "isStream") === "true");
           return "{}";
         default: {
           const batch = op === "job-take-batch";
           const size = batch ? intQuery(query(url, "batch_size"), "batch_size", 1, MAX_BATCH, 1) : 1;
-          return await worker.take(endpointId, pathSegment(a), size, batch, req.signal);
+          return await worker.take(endpointId, key.id, pathSegment(a), size, batch, req.signal);
         }
       }
     } finally {

@@ -7,6 +7,7 @@ import { jsonText } from "./json-text.ts";
 import { splitChunk } from "../../protocol/stream-chunks.ts";
 import { waitFor } from "../jobs/wait-for.ts";
 import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
+import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
 
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
 const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
@@ -20,15 +21,15 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
 
   const taken = (c: Context<AppEnv>, text: string | null) => (text === null ? c.body(null, 204) : jsonText(c, text));
 
-  app.get("/job-take/:worker", async (c) => taken(c, await steps.take(c.get("endpointId"), segment(c, "worker"), 1, false, c.req.raw.signal)));
+  app.get("/job-take/:worker", async (c) => taken(c, await steps.take(c.get("endpointId"), c.get("key").id, segment(c, "worker"), 1, false, c.req.raw.signal)));
 
   app.get("/job-take-batch/:worker", async (c) => {
     const size = intQuery(c.req.query("batch_size"), "batch_size", 1, MAX_BATCH, 1);
-    return taken(c, await steps.take(c.get("endpointId"), segment(c, "worker"), size, true, c.req.raw.signal));
+    return taken(c, await steps.take(c.get("endpointId"), c.get("key").id, segment(c, "worker"), size, true, c.req.raw.signal));
   });
 
   app.post("/job-done/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
-    await steps.done(c.get("endpointId"), segment(c, "worker"), segment(c, "job"), c.req.raw, c.req.query("isStream") === "true");
+    await steps.done(c.get("endpointId"), c.get("key").id, segment(c, "worker"), segment(c, "job"), c.req.raw, c.req.query("isStream") === "true");
     return c.json({});
   });
 
@@ -36,8 +37,8 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     const workerId = segment(c, "worker");
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
-    await presence.touch(workerId, c.get("endpointId"), clock.now());
-    await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now());
+    await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now(), KNOWN_ONLY);
+    if (!(await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now()))) await steps.ownJob(c.get("endpointId"), workerId, jobId);
     return c.json({});
   });
 
@@ -49,17 +50,19 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
       await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "");
       return c.json({});
     }
-    await presence.touch(segment(c, "worker"), c.get("endpointId"), clock.now(), {
+    const endpointId = c.get("endpointId");
+    const touched = await presence.touch(segment(c, "worker"), endpointId, c.get("key").id, clock.now(), {
       runningIds: ids ? ids.split(",").filter(Boolean) : [],
       missingAfterMs: config.server.pingGraceMs,
       unhealthy: status === "unhealthy" ? { check: c.req.query("check") ?? "", reason: c.req.query("reason") ?? "" } : null,
     });
+    if (touched) await deps.jobs.workerLosses(endpointId, segment(c, "worker"), touched);
     return c.json({});
   });
 
   app.get("/job-stop/:worker", async (c) => {
     const workerId = segment(c, "worker");
-    await presence.touch(workerId, c.get("endpointId"), clock.now());
+    await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now());
     const signal = c.req.raw.signal;
     const ids = await waitFor(wake, topics.stop(workerId), config.server.stopWaitMs, async () => {
       if (signal.aborted) return null;

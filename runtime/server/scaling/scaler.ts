@@ -5,7 +5,9 @@ import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
+import { fleetOf } from "./fleet.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
+import { newWorkerId } from "./worker-id.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
 const MAX_BACKOFF_MS = 30_000;
@@ -41,7 +43,6 @@ export class Scaler {
   #serverUrl = "";
   #apiKey = "";
   #loop?: Promise<void>;
-  #seq = 0;
 
   readonly #serverId: string;
 
@@ -114,27 +115,37 @@ export class Scaler {
     for (const [id, state] of this.#endpoints) await this.#scale(id, this.#deps.config.endpoints[id]!, state);
   }
 
-  /** A tick, on the server that holds the duties lease only (several servers, one store). */
+  /**
+   * A tick on the server that holds the duties lease (several servers, one store); the others
+   * only stop their own idle workers (retireIdle), which no other server can stop.
+   */
   async #leaderTick(): Promise<void> {
     const { store, clock, config } = this.#deps;
     const leaseMs = Math.max(300, 3 * Math.max(config.server.sweepIntervalMs, config.server.scaleIntervalMs));
     if (await store.tryLease(DUTIES_LEASE, this.#serverId, leaseMs, clock.now())) await this.tick();
+    else await this.retireIdle();
   }
 
-  async #scale(endpointId: string, config: EndpointConfig, state: EndpointState): Promise<void> {
+  /** Stops this server's own idle workers past idleTimeout while the endpoint's fleet is above its floor; starts none. */
+  async retireIdle(): Promise<void> {
+    for (const [id, state] of this.#endpoints) await this.#scale(id, this.#deps.config.endpoints[id]!, state, false);
+  }
+
+  async #scale(endpointId: string, config: EndpointConfig, state: EndpointState, startsWorkers = true): Promise<void> {
     const { store, clock, log } = this.#deps;
     const now = clock.now();
     const stats = await store.scalingStats(endpointId, now, this.#deps.config.server.workerLossTimeoutMs);
     const seen = new Map(stats.workers.map((w) => [w.id, w]));
     for (const id of seen.keys()) this.seen(id);
     const live = [...state.workers].filter(([, w]) => !w.stopping);
-    const initializing = live.filter(([, w]) => !w.seen).length;
-    const input = { config, stats, current: live.length, initializing, now };
+    // The whole fleet, from the store: workers other servers started count against workersMax.
+    const { current, initializing } = fleetOf(state.workers, stats);
+    const input = { config, stats, current, initializing, now };
 
     // While its workers fail to start (its jobs failed, submissions refused), keep trying one.
     const target = Math.max(targetWorkers(input), this.#deps.startFailures?.retrying(endpointId) ? 1 : 0);
-    if (target > live.length && now >= state.notBefore) {
-      for (let i = live.length; i < target; i++) this.#startWorker(endpointId, config, state);
+    if (target > current) {
+      if (startsWorkers && now >= state.notBefore) for (let i = current; i < target; i++) this.#startWorker(endpointId, config, state);
       return;
     }
 
@@ -144,7 +155,7 @@ export class Scaler {
       .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
       .filter((x) => x.info && x.info.running === 0 && now - x.since >= config.idleTimeout * 1000)
       .sort((a, b) => a.since - b.since);
-    let count = live.length;
+    let count = current;
     for (const x of idle) {
       if (count <= floor) break;
       x.w.stopping = true;
@@ -157,7 +168,7 @@ export class Scaler {
 
   #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): void {
     const { clock, log, store } = this.#deps;
-    const workerId = `${endpointId}-${Date.now().toString(36)}-${++this.#seq}`;
+    const workerId = newWorkerId(endpointId);
     const handle = this.#provider.start({
       endpointId,
       workerId,

@@ -179,6 +179,18 @@ export interface WorkerReport {
    */
   missingAfterMs?: number;
   unhealthy?: { check: string; reason: string } | null;
+  /**
+   * The request names a job, which only a known worker can hold: a worker id not known yet is
+   * not recorded, and the touch answers null.
+   */
+  knownOnly?: boolean;
+}
+
+/** A touch's answer: jobs the heartbeat's report settled by the worker-loss rule. */
+export interface WorkerTouch {
+  requeued: string[];
+  /** FAILED: lost a second time. */
+  lost: string[];
 }
 
 /**
@@ -242,8 +254,12 @@ export interface Store {
   /** Live jobs of the endpoint, newest first, only those in `status` when given; `before` is a cursor from an earlier page. */
   recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }>;
 
-  /** Records that a worker is alive (every worker request does); see WorkerReport for pings. */
-  touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void>;
+  /**
+   * Records that a worker is alive (every worker request does); see WorkerReport for pings. A
+   * worker id belongs to the endpoint and key (`keyId`) that first used it, until it is forgotten
+   * for silence: touched by another, it answers null and changes nothing.
+   */
+  touchWorker(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch | null>;
   /** Ids of jobs the worker must stop, removing them from its stop list. */
   takeStops(workerId: string): Promise<string[]>;
   /** Expiry, execution timeouts and worker loss, as of `now`. */

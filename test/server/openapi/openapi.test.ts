@@ -121,7 +121,7 @@ describe("OpenAPI document", () => {
 
     /** Answers jobs of `ep` as a worker would until the waiting request has its answer. */
     const answer = async (ep: string, output: unknown, answered: () => boolean) => {
-      const worker = protocolWorker(srv, ep, "answerer");
+      const worker = protocolWorker(srv, ep, `answerer-${ep}`); // a worker id belongs to one endpoint
       while (!answered()) {
         const job = await worker.take();
         if (job) await worker.done(job.id, { output });

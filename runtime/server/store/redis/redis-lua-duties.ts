@@ -55,16 +55,39 @@ end
 return cjson.encode({queued = queued, queuedLowPriority = low, oldestQueuedAt = oldest,
   inProgress = redis.call('ZCOUNT', st(ep, 'IN_PROGRESS'), '(' .. n(now), '+inf'), workers = workers})`,
 
-  /** ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest), ARGV8 status or ''. Returns jobs, newest first. */
+  /**
+   * ARGV5 endpoint, ARGV6 limit, ARGV7 cursor ('' for the newest), ARGV8 status or ''. Returns
+   * jobs, newest first, reading about as many as it returns: every job from the endpoint's list,
+   * ended ones of a status from their own (both by rid, the cursor); queued ones from the queue,
+   * newest first in queue order (the cursor is the seq); running ones, as many as the workers
+   * run, sorted here.
+   */
   recent: `
+local ep, status, want = ARGV[5], ARGV[8], tonumber(ARGV[6])
+local out = {}
+if status == 'IN_PROGRESS' then
+  local below = ARGV[7] == '' and math.huge or tonumber(ARGV[7])
+  local running = {}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', st(ep, 'IN_PROGRESS'), '(' .. n(now), '+inf')) do
+    local rid = tonumber(redis.call('HGET', jk(id), 'rid'))
+    if rid and rid < below then running[#running + 1] = {rid, id} end
+  end
+  table.sort(running, function(a, b) return a[1] > b[1] end)
+  for i = 1, math.min(want, #running) do
+    local j = job(running[i][2])
+    if live(j) and j.status == status then table.insert(out, reply(j)) end
+  end
+  return out
+end
+local key = P .. 'list:' .. ep
+if status == 'IN_QUEUE' then key = P .. 'q:' .. ep elseif status ~= '' then key = ls(ep, status) end
 local max = ARGV[7] == '' and '+inf' or ('(' .. ARGV[7])
-local out, want = {}, tonumber(ARGV[6])
 while #out < want do
-  local ids = redis.call('ZREVRANGEBYSCORE', P .. 'list:' .. ARGV[5], max, '-inf', 'WITHSCORES', 'LIMIT', 0, 100)
+  local ids = redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', 0, want - #out)
   if #ids == 0 then break end
   for i = 1, #ids, 2 do
     local j = job(ids[i])
-    if live(j) and #out < want and (ARGV[8] == '' or j.status == ARGV[8]) then table.insert(out, reply(j)) end
+    if live(j) and (status == '' or j.status == status) then table.insert(out, reply(j)) end
     max = '(' .. ids[i + 1]
   end
 end
@@ -73,10 +96,16 @@ return out`,
   /**
    * ARGV5 worker, ARGV6 endpoint, ARGV7 running ids JSON or '', ARGV8 unhealthy JSON or '',
    * ARGV9 '1' when reported, ARGV10 missingAfterMs or '': jobs held longer that the heartbeat
-   * leaves out follow the worker-loss rule.
+   * leaves out follow the worker-loss rule. ARGV11 key id, ARGV12 '1': record no worker not known yet. Returns {requeued, lost} as JSON, or 0
+   * (changing nothing) when the worker id is another endpoint's or key's.
    */
   touch: `
 local wk = P .. 'w:' .. ARGV[5]
+local owner = redis.call('HMGET', wk, 'ep', 'key')
+-- A worker written before ids had owners (no key) is claimed by the key that uses it next.
+if owner[1] and (owner[1] ~= ARGV[6] or (owner[2] and owner[2] ~= ARGV[11])) then return 0 end
+if not owner[1] and ARGV[12] == '1' then return 0 end
+local settled = {requeued = {}, lost = {}}
 if ARGV[7] ~= '' and ARGV[10] ~= '' then
   local reported = {}
   for _, id in ipairs(cjson.decode(ARGV[7])) do reported[id] = true end
@@ -84,17 +113,18 @@ if ARGV[7] ~= '' and ARGV[10] ~= '' then
   for _, id in ipairs(redis.call('SMEMBERS', P .. 'wjobs:' .. ARGV[5])) do
     local j = job(id)
     if j ~= nil and j.status == 'IN_PROGRESS' and j.worker == ARGV[5] and tonumber(j.started) <= before and not reported[id] then
-      lose(j, ARGV[5], 'its heartbeat no longer listed the job')
+      table.insert(settled[lose(j, ARGV[5], 'its heartbeat no longer listed the job')], id)
     end
   end
 end
-redis.call('HSET', wk, 'ep', ARGV[6], 'seen', n(now))
+redis.call('HSET', wk, 'ep', ARGV[6], 'key', ARGV[11], 'seen', n(now))
 redis.call('ZADD', P .. 'wseen', now, ARGV[5])
 if ARGV[7] ~= '' then redis.call('HSET', wk, 'ids', ARGV[7]) end
 if ARGV[9] == '1' then
   if ARGV[8] == '' then redis.call('HDEL', wk, 'unhealthy') else redis.call('HSET', wk, 'unhealthy', ARGV[8]) end
 end
-return 1`,
+if #settled.requeued + #settled.lost == 0 then return 1 end
+return cjson.encode(settled)`,
 
   /** ARGV5 worker. */
   takeStops: `

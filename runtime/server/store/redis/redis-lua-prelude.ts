@@ -60,6 +60,9 @@ end
 -- Topics of removed jobs: their listener counts go once the last announcement is out.
 local forgotten = {}
 local function st(ep, status) return P .. 'st:' .. ep .. ':' .. status end
+-- Ended jobs of one status, by listing order (rid), for /requests?status=: written as a job ends.
+local ENDED = {COMPLETED = true, FAILED = true, CANCELLED = true, TIMED_OUT = true}
+local function ls(ep, status) return P .. 'ls:' .. ep .. ':' .. status end
 -- Writes fields (name, value, ...) to the job's hash and to the table j, in one HSET.
 local function put(j, fields)
   redis.call('HSET', jk(j.id), unpack(fields))
@@ -80,6 +83,8 @@ local function setStatus(j, new, expires, fields)
     if new == 'IN_QUEUE' then redis.call('ZADD', st(j.ep, 'LOW'), expires, j.id)
     elseif j.status == 'IN_QUEUE' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
   end
+  if ENDED[j.status] then redis.call('ZREM', ls(j.ep, j.status), j.id) end
+  if ENDED[new] then redis.call('ZADD', ls(j.ep, new), j.rid, j.id) end
   if e ~= j.expires then redis.call('ZADD', P .. 'exp', expires, j.id) end
   local f = {'status', new, 'expires', e}
   for _, v in ipairs(fields or {}) do f[#f + 1] = v end
@@ -121,6 +126,7 @@ local function remove(j)
   redis.call('ZREM', P .. 'exp', j.id)
   redis.call('ZREM', P .. 'list:' .. j.ep, j.id)
   redis.call('ZREM', st(j.ep, j.status), j.id)
+  if ENDED[j.status] then redis.call('ZREM', ls(j.ep, j.status), j.id) end
   if j.low == '1' then redis.call('ZREM', st(j.ep, 'LOW'), j.id) end
   unrun(j)
 end

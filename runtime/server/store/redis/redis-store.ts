@@ -5,7 +5,7 @@ import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
   Admission, ApiKeyRecord, EndedJob, EnqueuedJob, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
-  StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport,
+  StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport, WorkerTouch,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
@@ -182,11 +182,13 @@ export class RedisStore implements Store {
   async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
     const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as JobReply[]).map(replyFields);
     const page = rows.slice(0, limit);
-    return { jobs: page.map(toJob), next: rows.length > limit ? String(page[page.length - 1]!.rid) : undefined };
+    const last = page[page.length - 1];
+    // Queued jobs are listed in queue order: their cursor is the seq.
+    return { jobs: page.map(toJob), next: rows.length > limit ? String(status === "IN_QUEUE" ? last!.seq : last!.rid) : undefined };
   }
 
-  async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
-    await this.#scripts.run("touch", [
+  async touchWorker(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch | null> {
+    const r = await this.#scripts.run("touch", [
       now,
       workerId,
       endpointId,
@@ -194,7 +196,15 @@ export class RedisStore implements Store {
       report?.unhealthy ? JSON.stringify(report.unhealthy) : "",
       report?.unhealthy !== undefined ? "1" : "0",
       report?.runningIds && report.missingAfterMs !== undefined ? report.missingAfterMs : "",
+      keyId,
+      report?.knownOnly ? "1" : "",
     ]);
+    if (r === 0) return null;
+    if (typeof r !== "string") return { requeued: [], lost: [] };
+    // cjson writes an empty table as {}, not [].
+    const settled = JSON.parse(r) as Record<"requeued" | "lost", unknown>;
+    const list = (v: unknown) => (Array.isArray(v) ? (v as string[]) : []);
+    return { requeued: list(settled.requeued), lost: list(settled.lost) };
   }
 
   async takeStops(workerId: string): Promise<string[]> {

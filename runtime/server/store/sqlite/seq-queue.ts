@@ -93,6 +93,18 @@ export class SeqQueue {
     }
   }
 
+  /**
+   * The entries whose seq is below `before`, newest (highest seq) first; stop iterating to stop
+   * the walk. A queue is taken from its front, so its newest entries are live and come first.
+   */
+  *newestFirst(before = Infinity): Generator<QueuedEntry> {
+    if (this.#pending.length) this.#pack();
+    for (let i = this.#lowerBound(before) - 1; i >= 0; i--) {
+      const entry = this.#entries.get(this.#seqs[i]!);
+      if (entry) yield entry;
+    }
+  }
+
   /** The first slot whose seq is `seq` or more (#used when none). */
   #lowerBound(seq: number): number {
     const s = this.#seqs;

@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
-import type { EndedJob, StoredJob, SweepReport, WebhookDelivery, WorkerReport } from "../store.ts";
+import type { EndedJob, StoredJob, SweepReport, WebhookDelivery, WorkerReport, WorkerTouch } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { opt } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
@@ -39,22 +39,30 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
 
 export const duties = {
   /**
-   * Records that a worker is alive. A heartbeat that lists the worker's running jobs also settles
+   * Records that a worker is alive, when the id is free or the endpoint's and key's (null, changing
+   * nothing, when it is another's). A heartbeat that lists the worker's running jobs also settles
    * the jobs it leaves out: one IN_PROGRESS on this worker since before `missingAfterMs` ago that
    * the worker no longer reports (its take answer was lost, say) follows the worker-loss rule.
    */
-  touchWorker(s: SqliteContext, workerId: string, endpointId: string, now: number, report: WorkerReport | undefined, announce: Announce): void {
+  touchWorker(s: SqliteContext, workerId: string, endpointId: string, keyId: string, now: number, report: WorkerReport | undefined, announce: Announce): WorkerTouch | null {
+    const owner = s.db.query<{ endpoint: string; key_id: string }, [string]>("SELECT endpoint, key_id FROM workers WHERE id = ?").get(workerId);
+    // A row from before ids had owners ('') is claimed by the key that uses it next.
+    if (owner && (owner.endpoint !== endpointId || (owner.key_id !== "" && owner.key_id !== keyId))) return null;
+    if (!owner && report?.knownOnly) return null;
+    const settled: WorkerTouch = { requeued: [], lost: [] };
     if (report?.runningIds && report.missingAfterMs !== undefined) {
       const reported = new Set(report.runningIds);
       const held = s.db
         .query<JobRow, [string, number]>("SELECT * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?")
         .all(workerId, now - report.missingAfterMs);
-      for (const j of held) if (!reported.has(j.id)) loseJob(s, j, now, announce, "its heartbeat no longer listed the job");
+      for (const j of held) {
+        if (!reported.has(j.id)) settled[loseJob(s, j, now, announce, "its heartbeat no longer listed the job")].push(j.id);
+      }
     }
     s.db
       .query(
-        `INSERT INTO workers (id, endpoint, last_seen, running_ids, unhealthy) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (id) DO UPDATE SET endpoint = ?2, last_seen = ?3,
+        `INSERT INTO workers (id, endpoint, key_id, last_seen, running_ids, unhealthy) VALUES (?1, ?2, ?7, ?3, ?4, ?5)
+         ON CONFLICT (id) DO UPDATE SET last_seen = ?3, key_id = ?7,
            running_ids = COALESCE(?4, running_ids), unhealthy = CASE WHEN ?6 THEN ?5 ELSE unhealthy END`,
       )
       .run(
@@ -64,11 +72,17 @@ export const duties = {
         report?.runningIds ? JSON.stringify(report.runningIds) : null,
         report?.unhealthy ? JSON.stringify(report.unhealthy) : null,
         report?.unhealthy !== undefined ? 1 : 0,
+        keyId,
       );
+    return settled;
   },
 
+  /**
+   * Marks the worker silent since forever: the next sweep loses its jobs and removes it. Its row
+   * stays until then, so the id stays its owner's while jobs still name it.
+   */
   forgetWorker(s: SqliteContext, workerId: string): void {
-    s.db.query("DELETE FROM workers WHERE id = ?").run(workerId);
+    s.db.query("UPDATE workers SET last_seen = 0 WHERE id = ?").run(workerId);
     s.db.query("DELETE FROM stops WHERE worker_id = ?").run(workerId);
   },
 

@@ -5,6 +5,7 @@ import type { SqliteContext } from "./sqlite-context.ts";
 import { opt } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 import { chunksOf } from "./sqlite-chunks.ts";
+import { listJobs } from "./sqlite-job-list.ts";
 
 /** Reads of jobs, workers and usage on the embedded store; none of them writes. */
 export const jobReads = {
@@ -46,21 +47,7 @@ export const jobReads = {
   },
 
   recent(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): { jobs: StoredJob[]; next?: string } {
-    const cursor = before === undefined ? Number.MAX_SAFE_INTEGER : Number(before);
-    const rows = status
-      ? s.db
-          .query<JobRow & { rid: number }, [string, string, number, number, number]>(
-            "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND status = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
-          )
-          .all(endpointId, status, now, cursor, limit + 1)
-      : s.db
-          .query<JobRow & { rid: number }, [string, number, number, number]>(
-            "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
-          )
-          .all(endpointId, now, cursor, limit + 1);
-    const page = rows.slice(0, limit);
-    const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
-    return { jobs: page.map((r) => s.job(r)), next };
+    return listJobs(s, endpointId, now, limit, before, status);
   },
 
   usage(s: SqliteContext): UsageRow[] {

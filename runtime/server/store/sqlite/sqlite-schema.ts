@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -117,6 +117,12 @@ export const MIGRATIONS: Record<number, string> = {
         body_hash TEXT NOT NULL
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys(job_id);`,
+  // A worker id belongs to the endpoint and key that first used it ('': none recorded yet).
+  // /requests reads a page: an endpoint's jobs by rowid (jobs_list, written once, at submission),
+  // and its ended jobs by status (jobs_ended, written once, as a job ends; never by a take).
+  11: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
+       CREATE INDEX IF NOT EXISTS jobs_list ON jobs(endpoint);
+       CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

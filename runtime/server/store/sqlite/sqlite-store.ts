@@ -16,6 +16,7 @@ import type {
   CancelOutcome,
   Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
+  WorkerTouch,
 } from "../store.ts";
 import { IdempotencyConflictError, QueueFullError, type EnqueuedJob } from "../store.ts";
 import { idempotency } from "./sqlite-idempotency.ts";
@@ -216,8 +217,8 @@ export class SqliteStore implements Store {
     return jobReads.recent(this.#sql, endpointId, now, limit, before, status);
   }
 
-  async touchWorker(workerId: string, endpointId: string, now: number, report?: WorkerReport): Promise<void> {
-    await this.#tx((announce) => duties.touchWorker(this.#sql, workerId, endpointId, now, report, announce));
+  async touchWorker(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch | null> {
+    return this.#tx((announce) => duties.touchWorker(this.#sql, workerId, endpointId, keyId, now, report, announce));
   }
 
   async usage(): Promise<UsageRow[]> {
