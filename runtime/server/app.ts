@@ -16,6 +16,7 @@ import { ClientSteps } from "./routes/client-steps.ts";
 import { hotPaths } from "./routes/hot-paths.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
+import { scalingRoutes } from "./scaling/scaling-routes.ts";
 
 /**
  * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Its
@@ -43,6 +44,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.route("/:endpoint", clientRoutes(deps, clientSteps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files));
+  v2.route("/:endpoint", scalingRoutes(deps));
   app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));

@@ -22,6 +22,11 @@ export interface WorkerLoopOptions {
   timeoutGraceMs: number;
   /** On shutdown, how long running jobs may finish before their signal fires. @default 30000 */
   drainTimeoutMs: number;
+  /**
+   * Shut down after this long with nothing running and no job taken; 0: never. Checked when an
+   * empty take returns, so the exit comes up to the server's takeWaitMs later. @default 0
+   */
+  exitWhenIdleMs?: number;
   /** Ends the process: a handler stuck past its grace must not hold the worker. */
   exit: (code: number) => void;
   /** The endpoint's handler options, already parsed (given to setup and ctx.options). */
@@ -73,6 +78,7 @@ export class WorkerLoop {
     await this.#o.handler.setup?.(this.#o.handlerOptions);
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
+    let idleSince = this.#o.clock.now();
     while (!this.#stopping.signal.aborted) {
       const free = this.#nextConcurrency() - this.#running.size;
       if (free <= 0) {
@@ -86,6 +92,11 @@ export class WorkerLoop {
       }
       const jobs = await api.take(free, this.#running.size > 0, this.#stopping.signal);
       for (const job of jobs) this.#start(job);
+      if (jobs.length || this.#running.size) idleSince = this.#o.clock.now();
+      else if (this.#o.exitWhenIdleMs && this.#o.clock.now() - idleSince >= this.#o.exitWhenIdleMs) {
+        log.info("idle; exiting", { idleMs: this.#o.clock.now() - idleSince });
+        this.shutdown(0);
+      }
     }
     await this.#drain();
     this.#loopsDone.abort();
