@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { findEndpoint } from "../../config/config.ts";
+import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { scalingSignal } from "./scaling-signal.ts";
 
@@ -12,7 +13,7 @@ export function scalingRoutes(deps: AppDeps): Hono<AppEnv> {
   app.get("/scaling", async (c) => {
     const endpointId = c.get("endpointId");
     // authorize() has already answered 404 for an unknown endpoint.
-    return c.json(await scalingSignal(deps, endpointId, findEndpoint(deps.config, endpointId)!));
+    return c.json((await scalingSignal(deps, endpointId, findEndpoint(deps.config, endpointId)!)) satisfies ScalingSignal);
   });
   return app;
 }

@@ -1,24 +1,8 @@
 import type { Clock } from "../../clock.ts";
 import type { Config, EndpointConfig } from "../../config/config.ts";
+import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
 import type { Store } from "../store/store.ts";
 import { targetWorkers } from "./scale-decision.ts";
-
-/** What an outside autoscaler (KEDA's metrics-api or Prometheus scaler) reads for one endpoint. */
-export interface ScalingSignal {
-  endpointId: string;
-  /** Queued jobs that count for scaling (not lowPriority). */
-  queued: number;
-  queuedLowPriority: number;
-  inProgress: number;
-  /** How long the oldest counted queued job has waited, in seconds (QUEUE_DELAY's measure); 0 when none. */
-  oldestQueuedAgeSeconds: number;
-  /** Workers heard from within the loss timeout, wherever they run. */
-  workers: number;
-  /** Workers Spool's own scale rule wants now, clamped to workersMin..workersMax. */
-  desiredWorkers: number;
-  workersMin: number;
-  workersMax: number;
-}
 
 export interface SignalDeps {
   store: Store;
