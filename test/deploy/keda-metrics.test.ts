@@ -1,8 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../runtime/clock.ts";
+import { parseConfig } from "../../runtime/config/config.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import { createStore, storeOptions } from "../../runtime/server/store/create-store.ts";
 import { Exposition } from "../helpers/prometheus.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
+import { redisUrl } from "../helpers/redis-server.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { gjsonGet, loadManifests, manifest, promSelector } from "./manifests.ts";
 
@@ -12,10 +15,13 @@ const service = manifest(all, "server.yaml", "Service", "spool");
 const auth = manifest(all, "keda-auth.yaml", "TriggerAuthentication", "spool-read-only");
 const SERVICE_ORIGIN = `http://${service.metadata.name}:${service.spec.ports[0].port}`;
 
-/** The server the manifests describe: their spool.toml's endpoints, on a real port. */
-async function manifestServer(clock: ManualClock): Promise<TestServer> {
+type Backend = "sqlite" | "redis";
+
+/** The server the manifests describe: their spool.toml's endpoints, on a real port, on either store. */
+async function manifestServer(clock: ManualClock, backend: Backend): Promise<TestServer> {
   const toml = Bun.TOML.parse(manifest(all, "server.yaml", "ConfigMap", "spool-config").data["spool.toml"]) as any;
-  return startTestServer({ clock, server: { provider: toml.server.provider }, endpoints: toml.endpoints });
+  const store = backend === "redis" ? await createStore(`${await redisUrl()}?prefix=keda-${crypto.randomUUID().slice(0, 8)}`, storeOptions(parseConfig({}))) : undefined;
+  return startTestServer({ clock, store, server: { provider: toml.server.provider }, endpoints: toml.endpoints });
 }
 
 /**
@@ -47,10 +53,10 @@ async function prometheusReads(srv: TestServer, trigger: any, key: string): Prom
   return new Exposition(await res.text()).value(metric, labels);
 }
 
-describe("KEDA reads Spool's scale rule", () => {
+describe.each<Backend>(["sqlite", "redis"])("KEDA reads Spool's scale rule (%s store)", (backend) => {
   test("the CPU ScaledObject's metrics-api trigger and the Prometheus one follow REQUEST_COUNT as jobs queue, run and drain", async () => {
     const clock = new ManualClock();
-    await using srv = await manifestServer(clock);
+    await using srv = await manifestServer(clock, backend);
     const { key } = await createKey(srv.store, "keda", clock.now(), { scope: "read-only" });
     const secretValues = { ...secret.stringData, "read-only-key": key };
     const metricsApi = manifest(all, "cpu-workers.yaml", "ScaledObject", "spool-embed").spec.triggers[0];
@@ -73,7 +79,7 @@ describe("KEDA reads Spool's scale rule", () => {
 
   test("the GPU ScaledJob's trigger follows QUEUE_DELAY: one from zero at once, one more after scalerValue seconds of waiting", async () => {
     const clock = new ManualClock();
-    await using srv = await manifestServer(clock);
+    await using srv = await manifestServer(clock, backend);
     const { key } = await createKey(srv.store, "keda", clock.now(), { scope: "read-only" });
     const secretValues = { ...secret.stringData, "read-only-key": key };
     const trigger = manifest(all, "gpu-workers.yaml", "ScaledJob", "spool-sdxl").spec.triggers[0];
@@ -110,7 +116,7 @@ describe("KEDA reads Spool's scale rule", () => {
   });
 
   test("/scaling answers a read-only or client key; a worker key gets 401 and an unknown endpoint 404", async () => {
-    await using srv = await manifestServer(new ManualClock());
+    await using srv = await manifestServer(new ManualClock(), backend);
     const keyOf = async (scope: "read-only" | "client" | "worker") => (await createKey(srv.store, scope, srv.clock.now(), { scope })).key;
     const get = async (path: string, key: string) => {
       const res = await srv.call("GET", path, undefined, { auth: `Bearer ${key}` });
