@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { join, resolve } from "node:path";
+import { parseConfig } from "../../../runtime/config/config.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "../../../runtime/server/scaling/worker-provider.ts";
 import { GatedProvider } from "../../helpers/gated-provider.ts";
 import { spawnProcess } from "../../helpers/spawned.ts";
@@ -65,5 +66,10 @@ describe('provider = "external"', () => {
     expect(await pod.proc.exited).toBe(0);
     await pod.waitFor(/idle; exiting/);
     expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { n: 1 }, workerId: "job-pod" });
+  });
+
+  test("a provider other than local or external is a config error naming the setting", () => {
+    expect(() => parseConfig({ server: { provider: "kubernetes" } }, "spool.toml")).toThrow('spool.toml: server.provider: Invalid option: expected one of "local"|"external"');
+    expect(() => parseConfig({ endpoints: { gpu: { provider: "k8s" } } }, "spool.toml")).toThrow('spool.toml: endpoints.gpu.provider: Invalid option: expected one of "local"|"external"');
   });
 });
