@@ -46,6 +46,8 @@ export class WorkerLoop {
   readonly #loopsDone = new AbortController();
   #concurrency = 1;
   #exitCode = 0;
+  /** When the worker last had a job start or end: idleness counts from there. */
+  #lastBusy = 0;
   /** Wakes run() when a slot frees or shutdown starts (set only while it waits). */
   #wake: (() => void) | undefined;
 
@@ -78,7 +80,7 @@ export class WorkerLoop {
     await this.#o.handler.setup?.(this.#o.handlerOptions);
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
-    let idleSince = this.#o.clock.now();
+    this.#lastBusy = this.#o.clock.now();
     while (!this.#stopping.signal.aborted) {
       const free = this.#nextConcurrency() - this.#running.size;
       if (free <= 0) {
@@ -92,9 +94,9 @@ export class WorkerLoop {
       }
       const jobs = await api.take(free, this.#running.size > 0, this.#stopping.signal);
       for (const job of jobs) this.#start(job);
-      if (jobs.length || this.#running.size) idleSince = this.#o.clock.now();
-      else if (this.#o.exitWhenIdleMs && this.#o.clock.now() - idleSince >= this.#o.exitWhenIdleMs) {
-        log.info("idle; exiting", { idleMs: this.#o.clock.now() - idleSince });
+      if (jobs.length) this.#lastBusy = this.#o.clock.now();
+      else if (this.#o.exitWhenIdleMs && !this.#running.size && this.#o.clock.now() - this.#lastBusy >= this.#o.exitWhenIdleMs) {
+        log.info("idle; exiting", { idleMs: this.#o.clock.now() - this.#lastBusy });
         this.shutdown(0);
       }
     }
@@ -160,6 +162,7 @@ export class WorkerLoop {
       } finally {
         ended.abort();
         this.#running.delete(job.id);
+        this.#lastBusy = clock.now();
         this.#wake?.();
       }
       if (refresh) this.shutdown(EXIT_REPLACE);
