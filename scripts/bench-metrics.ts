@@ -2,9 +2,9 @@
 /**
  * Cost of a /metrics scrape as the queue grows: a server on the embedded store with 1k, 10k and
  * 100k jobs queued on one endpoint, scraped back to back, beside GET /health of that endpoint
- * (the same store.health read, through the same auth) in the same run. A scrape reads
- * store.health once per configured endpoint and renders every metric, so its cost should not
- * grow with the backlog.
+ * (the same store.health read, through the same auth) and GET /scaling (KEDA's metrics-api read)
+ * in the same run. A scrape reads store.health and store.scalingStats once per configured
+ * endpoint and renders every metric, so neither cost should grow with the backlog.
  *
  *   bun scripts/bench-metrics.ts [--backlog 1000,10000,100000] [--scrapes 200]
  */
@@ -51,17 +51,21 @@ for (const backlog of backlogs) {
   try {
     const metrics = `${server.url}/metrics`;
     const health = `${server.url}/v2/ep/health`;
-    for (let i = 0; i < 20; i++) await timed(metrics, key), await timed(health, key); // warm up
+    const scaling = `${server.url}/v2/ep/scaling`;
+    for (let i = 0; i < 20; i++) await timed(metrics, key), await timed(health, key), await timed(scaling, key); // warm up
     const m: number[] = [];
     const h: number[] = [];
+    const sc: number[] = [];
     // Interleaved, so a noisy neighbour weighs on both alike.
     for (let i = 0; i < scrapes; i++) {
       m.push(await timed(metrics, key));
       h.push(await timed(health, key));
+      sc.push(await timed(scaling, key));
     }
     const ms = summarize(m);
     const hs = summarize(h);
-    rows.push([backlog.toLocaleString("en"), `${ms.p50.toFixed(2)} ms`, `${ms.p95.toFixed(2)} ms`, `${hs.p50.toFixed(2)} ms`, (ms.p50 / hs.p50).toFixed(1)]);
+    const ss = summarize(sc);
+    rows.push([backlog.toLocaleString("en"), `${ms.p50.toFixed(2)} ms`, `${ms.p95.toFixed(2)} ms`, `${hs.p50.toFixed(2)} ms`, (ms.p50 / hs.p50).toFixed(1), `${ss.p50.toFixed(2)} ms`, `${ss.p95.toFixed(2)} ms`]);
   } finally {
     await server.stop();
     await store.close();
@@ -70,5 +74,5 @@ for (const backlog of backlogs) {
 }
 
 console.log(machineLine(machine()));
-console.log(`GET /metrics (2 endpoints, ${scrapes} scrapes each) against GET /health of the queued endpoint, same run:`);
-printTable(["jobs queued", "/metrics p50", "/metrics p95", "/health p50", "ratio p50"], "rrrrr", rows);
+console.log(`GET /metrics (2 endpoints, ${scrapes} scrapes each) against GET /health and GET /scaling of the queued endpoint, same run:`);
+printTable(["jobs queued", "/metrics p50", "/metrics p95", "/health p50", "ratio p50", "/scaling p50", "/scaling p95"], "rrrrrrr", rows);

@@ -58,6 +58,8 @@ export const endpointConfigSchema = z.strictObject({
    * @default "fail"
    */
   onStartFailure: z.enum(["fail", "queue"]).default("fail"),
+  /** Who starts this endpoint's workers; server.provider when unset. */
+  provider: z.enum(["local", "external"]).optional(),
   /**
    * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
    * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).
@@ -124,6 +126,12 @@ export const serverConfigSchema = z.strictObject({
   asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
   /** Serve /metrics without a key (e.g. to a Prometheus on a private network). @default false */
   metricsPublic: z.boolean().default(false),
+  /**
+   * Who starts workers: "local" processes from an endpoint's handler, or "external" (Kubernetes
+   * with KEDA, hosts of your own) where Spool starts none and serves the workers that connect.
+   * @default "local"
+   */
+  provider: z.enum(["local", "external"]).default("local"),
 });
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 
@@ -140,6 +148,11 @@ export const configSchema = z.strictObject({
 export type Config = z.infer<typeof configSchema>;
 /** What a caller may pass: every field optional, defaults filled in by parseConfig. */
 export type ConfigInput = z.input<typeof configSchema>;
+
+/** Whether Spool starts the endpoint's workers itself (local processes from its handler). */
+export function startsWorkers(config: Config, endpoint: EndpointConfig): boolean {
+  return endpoint.handler !== undefined && (endpoint.provider ?? config.server.provider) === "local";
+}
 
 /** The endpoint configured under `id`; undefined for any other string (own properties only). */
 export function findEndpoint(config: Config, id: string): EndpointConfig | undefined {

@@ -16,6 +16,7 @@ import { ClientSteps } from "./routes/client-steps.ts";
 import { hotPaths } from "./routes/hot-paths.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
+import { scalingRoutes } from "./scaling/scaling-routes.ts";
 
 /** A step every request passes, the job path's included, before a route answers it. */
 export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<Response>) => Promise<Response>;
@@ -48,6 +49,7 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.route("/:endpoint", clientRoutes(deps, clientSteps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files, steps.presence));
+  v2.route("/:endpoint", scalingRoutes(deps));
   app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));

@@ -22,6 +22,11 @@ export interface WorkerLoopOptions {
   timeoutGraceMs: number;
   /** On shutdown, how long running jobs may finish before their signal fires. @default 30000 */
   drainTimeoutMs: number;
+  /**
+   * Shut down after this long with nothing running and no job taken; 0: never. Checked when an
+   * empty take returns, so the exit comes up to the server's takeWaitMs later. @default 0
+   */
+  exitWhenIdleMs?: number;
   /** Ends the process: a handler stuck past its grace must not hold the worker. */
   exit: (code: number) => void;
   /** The endpoint's handler options, already parsed (given to setup and ctx.options). */
@@ -41,6 +46,8 @@ export class WorkerLoop {
   readonly #loopsDone = new AbortController();
   #concurrency = 1;
   #exitCode = 0;
+  /** When the worker last had a job start or end: idleness counts from there. */
+  #lastBusy = 0;
   /** Wakes run() when a slot frees or shutdown starts (set only while it waits). */
   #wake: (() => void) | undefined;
 
@@ -78,6 +85,7 @@ export class WorkerLoop {
     }
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
+    this.#lastBusy = this.#o.clock.now();
     while (!this.#stopping.signal.aborted) {
       const free = this.#nextConcurrency() - this.#running.size;
       if (free <= 0) {
@@ -91,6 +99,11 @@ export class WorkerLoop {
       }
       const jobs = await api.take(free, this.#running.size > 0, this.#stopping.signal);
       for (const job of jobs) this.#start(job);
+      if (jobs.length) this.#lastBusy = this.#o.clock.now();
+      else if (this.#o.exitWhenIdleMs && !this.#running.size && this.#o.clock.now() - this.#lastBusy >= this.#o.exitWhenIdleMs) {
+        log.info("idle; exiting", { idleMs: this.#o.clock.now() - this.#lastBusy });
+        this.shutdown(0);
+      }
     }
     await this.#drain();
     this.#loopsDone.abort();
@@ -154,6 +167,7 @@ export class WorkerLoop {
       } finally {
         ended.abort();
         this.#running.delete(job.id);
+        this.#lastBusy = clock.now();
         this.#wake?.();
       }
       if (refresh) this.shutdown(EXIT_REPLACE);

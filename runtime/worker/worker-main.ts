@@ -62,6 +62,7 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     pingIntervalMs: settings.pingIntervalMs,
     timeoutGraceMs: settings.timeoutGraceMs,
     drainTimeoutMs: settings.drainTimeoutMs,
+    exitWhenIdleMs: settings.exitWhenIdleMs,
     exit: (code) => process.exit(code),
     handlerOptions: options,
   });

@@ -13,6 +13,8 @@ const schema = z.object({
   timeoutGraceMs: z.coerce.number().int().min(0).default(5_000),
   /** @default 30000 */
   drainTimeoutMs: z.coerce.number().int().min(0).default(30_000),
+  /** Exit (code 0) after this long with no job, e.g. as a KEDA ScaledJob's pod; 0: never. @default 0 */
+  exitWhenIdleMs: z.coerce.number().int().min(0).default(0),
 });
 
 export type WorkerOptions = z.infer<typeof schema> & { urls: WorkerUrls };
@@ -42,6 +44,7 @@ export function workerOptions(flags: WorkerFlags, env: Record<string, string | u
     pingIntervalMs: env.RUNPOD_PING_INTERVAL,
     timeoutGraceMs: env.SPOOL_TIMEOUT_GRACE_MS,
     drainTimeoutMs: env.SPOOL_DRAIN_TIMEOUT_MS,
+    exitWhenIdleMs: env.SPOOL_EXIT_WHEN_IDLE_MS,
   });
   if (!parsed.success) throw new Error(`worker settings: ${describeIssues(parsed.error)}`);
   return { ...parsed.data, urls };

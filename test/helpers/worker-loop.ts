@@ -19,7 +19,7 @@ export interface TestLoop extends AsyncDisposable {
 export function startLoop(
   srv: TestServer,
   handler: Handler<any, any, any>,
-  options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number; handlerOptions?: unknown } = {},
+  options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number; exitWhenIdleMs?: number; handlerOptions?: unknown } = {},
 ): TestLoop {
   const workerId = options.workerId ?? `w-${crypto.randomUUID().slice(0, 6)}`;
   const clock = options.clock ?? systemClock;
@@ -34,6 +34,7 @@ export function startLoop(
     pingIntervalMs: 60_000,
     timeoutGraceMs: options.timeoutGraceMs ?? 5_000,
     drainTimeoutMs: options.drainTimeoutMs ?? 5_000,
+    exitWhenIdleMs: options.exitWhenIdleMs,
     exit: (code) => exits.push(code),
     handlerOptions: options.handlerOptions,
   });

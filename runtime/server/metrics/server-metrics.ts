@@ -3,6 +3,7 @@ import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config/config.ts";
 import type { JobEvent, JobEvents } from "../jobs/job-events.ts";
 import type { Store } from "../store/store.ts";
+import { scalingSignal } from "../scaling/scaling-signal.ts";
 
 /** Seconds, from a fast job's queue wait up to an hour-long generation. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
@@ -73,6 +74,8 @@ export class ServerMetrics {
   readonly #queueDepth: Gauge<"endpoint">;
   readonly #inProgress: Gauge<"endpoint">;
   readonly #workers: Gauge<"endpoint" | "state">;
+  readonly #oldestAge: Gauge<"endpoint">;
+  readonly #desired: Gauge<"endpoint">;
 
   constructor(deps: MetricsDeps) {
     this.#deps = deps;
@@ -107,6 +110,8 @@ export class ServerMetrics {
     this.#queueDepth = gauge("spool_queue_depth", `Jobs IN_QUEUE. ${SHARED}`, ["endpoint"]);
     this.#inProgress = gauge("spool_jobs_in_progress", `Jobs IN_PROGRESS. ${SHARED}`, ["endpoint"]);
     this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet).`, ["endpoint", "state"]);
+    this.#oldestAge = gauge("spool_queue_oldest_age_seconds", `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`, ["endpoint"]);
+    this.#desired = gauge("spool_desired_workers", `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`, ["endpoint"]);
     collectDefaultMetrics({ register: this.registry });
     // Bun's v8.getHeapSpaceStatistics walks the heap: 7 ms a scrape at 1k queued jobs, 29 ms at
     // 100k (scripts/bench-metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).
@@ -173,6 +178,9 @@ export class ServerMetrics {
       this.#workers.set({ endpoint, state: "running" }, health.workers.running);
       this.#workers.set({ endpoint, state: "unhealthy" }, health.workers.unhealthy);
       this.#workers.set({ endpoint, state: "initializing" }, this.#deps.initializing?.(endpoint) ?? 0);
+      const signal = await scalingSignal(this.#deps, endpoint, config.endpoints[endpoint]!);
+      this.#oldestAge.set({ endpoint }, signal.oldestQueuedAgeSeconds);
+      this.#desired.set({ endpoint }, signal.desiredWorkers);
     }
     return this.registry.metrics();
   }

@@ -11,11 +11,12 @@ import {
   streamResponseSchema,
 } from "../../protocol/job-response.ts";
 import { LIMITS } from "../../protocol/limits.ts";
+import { scalingSignalSchema } from "../../protocol/scaling-signal.ts";
 import { component, endpointParam, errors, json, jsonBody, KEY_AUTH } from "./openapi-common.ts";
 
 const TAG = "Jobs";
 
-/** The /v2/{endpoint_id} client API (RunPod's job API): run, runsync, status, stream, cancel, retry, purge, health, requests. */
+/** The /v2/{endpoint_id} client API (RunPod's job API): run, runsync, status, stream, cancel, retry, purge, health, scaling, requests. */
 export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: string[]): void {
   const endpoint_id = endpointParam(endpointIds);
   const jobParams = z.object({ endpoint_id, id: z.string().describe("A job id from /run or /runsync") });
@@ -125,6 +126,15 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "Job counts and workers of the endpoint",
     request: { params: z.object({ endpoint_id }) },
     responses: { 200: json("Counts", component(registry, "HealthResponse", healthResponseSchema, "output")), ...errors([401, 404]) },
+  });
+  registry.registerPath({
+    ...base,
+    method: "get",
+    path: "/v2/{endpoint_id}/scaling",
+    operationId: "scaling",
+    summary: "Queue figures and the worker count the scale rule wants (KEDA's metrics-api scaler)",
+    request: { params: z.object({ endpoint_id }) },
+    responses: { 200: json("Scaling signal", component(registry, "ScalingSignal", scalingSignalSchema, "output")), ...errors([401, 404]) },
   });
   registry.registerPath({
     ...base,

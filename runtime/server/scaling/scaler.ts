@@ -1,4 +1,4 @@
-import type { EndpointConfig } from "../../config/config.ts";
+import { startsWorkers, type EndpointConfig } from "../../config/config.ts";
 import { resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
@@ -30,7 +30,8 @@ interface EndpointState {
 }
 
 /**
- * Starts and stops workers for every endpoint that names a handler: up to the target of its
+ * Starts and stops workers for every endpoint that names a handler and whose provider is local
+ * (an external one's workers come and go on their own): up to the target of its
  * scaler settings, down to its floor once workers have been idle for idleTimeout. A worker that
  * crashes is forgotten by the store (its jobs follow the worker-loss rule) and replaced with
  * backoff.
@@ -51,7 +52,7 @@ export class Scaler {
     this.#serverId = serverId;
     this.#provider = provider;
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
-      if (ep.handler) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
+      if (startsWorkers(deps.config, ep)) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
     }
   }
 

@@ -1,0 +1,37 @@
+import type { Clock } from "../../clock.ts";
+import type { Config, EndpointConfig } from "../../config/config.ts";
+import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
+import type { Store } from "../store/store.ts";
+import { targetWorkers } from "./scale-decision.ts";
+
+export interface SignalDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  /** Workers started by this server's scaler and not heard from yet. */
+  initializing?: (endpointId: string) => number;
+}
+
+/**
+ * The endpoint's scaling signal, from one store.scalingStats call (constant cost in queue depth).
+ * The desired count is scale-decision.ts's, with the connected workers as the current ones, so a
+ * ScaledObject with targetValue 1 follows Spool's rule one to one.
+ */
+export async function scalingSignal(deps: SignalDeps, endpointId: string, endpoint: EndpointConfig): Promise<ScalingSignal> {
+  const { store, config, clock } = deps;
+  const now = clock.now();
+  const stats = await store.scalingStats(endpointId, now, config.server.workerLossTimeoutMs);
+  const initializing = deps.initializing?.(endpointId) ?? 0;
+  const current = stats.workers.length + initializing;
+  return {
+    endpointId,
+    queued: stats.queued,
+    queuedLowPriority: stats.queuedLowPriority,
+    inProgress: stats.inProgress,
+    oldestQueuedAgeSeconds: stats.oldestQueuedAt === undefined ? 0 : Math.max(0, now - stats.oldestQueuedAt) / 1000,
+    workers: stats.workers.length,
+    desiredWorkers: targetWorkers({ config: endpoint, stats, current, initializing, now }),
+    workersMin: endpoint.workersMin,
+    workersMax: endpoint.workersMax,
+  };
+}
