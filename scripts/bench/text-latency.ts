@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { getLlama, LlamaCompletion, LlamaLogLevel } from "node-llama-cpp";
+import { getLlama, LlamaCompletion, LlamaLogLevel, type LlamaContext } from "node-llama-cpp";
 import { stopProcess } from "./processes.ts";
 import { bearer, waitForIdleWorker } from "./spool-http.ts";
 import { REPO_ROOT, startSpool } from "./spool-process.ts";
@@ -51,10 +51,8 @@ const rowOf = (path: string, tokensPerSecond: number, concurrency: number, all: 
 export async function directLatency(s: LatencySettings): Promise<LatencyRow[]> {
   const llama = await getLlama({ gpu: false, build: "never", skipDownload: true, progressLogs: false, logLevel: LlamaLogLevel.error });
   const model = await llama.loadModel({ modelPath: s.model, gpuLayers: 0 });
-  // The threads the text handler uses (one less than the cores).
-  const context = await model.createContext({ sequences: Math.max(...s.concurrencies), contextSize: 2048, threads: Math.max(1, llama.cpuMathCores - 1) });
   const rows: LatencyRow[] = [];
-  const one = async (pace: number, seed: number): Promise<StreamTimes> => {
+  const one = async (context: LlamaContext, pace: number, seed: number): Promise<StreamTimes> => {
     const seq = context.getSequence();
     const completion = new LlamaCompletion({ contextSequence: seq });
     const start = performance.now();
@@ -84,11 +82,15 @@ export async function directLatency(s: LatencySettings): Promise<LatencyRow[]> {
   for (const speed of s.speeds) {
     for (const c of s.concurrencies) {
       const all: StreamTimes[] = [];
-      for (let r = 0; r < s.rounds; r++) all.push(...(await Promise.all(Array.from({ length: c }, (_, i) => one(1000 / speed, r * c + i)))));
+      for (let r = 0; r < s.rounds; r++) {
+        // A context of c sequences per round, on the threads the text handler uses (one less than the cores).
+        const context = await model.createContext({ sequences: c, contextSize: 2048, threads: Math.max(1, llama.cpuMathCores - 1) });
+        all.push(...(await Promise.all(Array.from({ length: c }, (_, i) => one(context, 1000 / speed, r * c + i)))));
+        await context.dispose();
+      }
       rows.push(rowOf("node-llama-cpp direct", speed, c, all));
     }
   }
-  await context.dispose();
   await model.dispose();
   await llama.dispose();
   return rows;
