@@ -43,8 +43,12 @@ const count = z.number().int().min(0);
 
 export const healthResponseSchema = z.object({
   jobs: z.object({ completed: count, failed: count, inProgress: count, inQueue: count, retried: count }),
-  /** idle and running are the specification's; initializing and unhealthy are RunPod's worker states. */
-  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count }),
+  /**
+   * idle and running are the specification's; initializing and unhealthy are RunPod's worker
+   * states; stopping: processes this server's scaler is ending (idle stop, a job past its
+   * deadline) that have not exited yet.
+   */
+  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, stopping: count.optional() }),
 });
 export type HealthResponse = z.infer<typeof healthResponseSchema>;
 

@@ -63,6 +63,10 @@ export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> 
   app.get("/health", async (c) => {
     const health = await store.health(c.get("endpointId"), clock.now(), config.server.workerLossTimeoutMs);
     health.workers.initializing = deps.initializing?.(c.get("endpointId")) ?? 0;
+    const stopping = deps.stopping?.(c.get("endpointId")) ?? 0;
+    // A stopping process is not idle, whatever its last heartbeat said.
+    health.workers.idle = Math.max(0, health.workers.idle - stopping);
+    health.workers.stopping = stopping;
     return c.json(health satisfies HealthResponse);
   });
 

@@ -21,6 +21,8 @@ interface Managed {
   seen: boolean;
 }
 
+const isEnding = (w: Managed): boolean => w.stopping || (w.handle.overdue?.() ?? false);
+
 interface EndpointState {
   workers: Map<string, Managed>;
   crashes: number;
@@ -70,6 +72,12 @@ export class Scaler {
   seen(workerId: string): void {
     const w = this.#byId.get(workerId);
     if (w) w.seen = true;
+  }
+
+  /** Worker processes being ended (stopped, or past a job's deadline) that have not exited. */
+  stopping(endpointId: string): number {
+    const state = this.#endpoints.get(endpointId);
+    return state ? [...state.workers.values()].filter(isEnding).length : 0;
   }
 
   /** Workers the scaler runs for the endpoint now (not counting ones being stopped). */
@@ -133,7 +141,9 @@ export class Scaler {
 
     const target = targetWorkers(input);
     if (target > live.length && now >= state.notBefore) {
-      for (let i = live.length; i < target; i++) this.#startWorker(endpointId, config, state);
+      // A process counts until it has exited, stopping or not: the fleet never passes workersMax.
+      const room = Math.min(target - live.length, config.workersMax - state.workers.size);
+      for (let i = 0; i < room; i++) this.#startWorker(endpointId, config, state);
       return;
     }
 
@@ -141,7 +151,7 @@ export class Scaler {
     const floor = floorWorkers(input);
     const idle = live
       .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
-      .filter((x) => x.info && x.info.running === 0 && now - x.since >= config.idleTimeout * 1000)
+      .filter((x) => x.info && x.info.running === 0 && !x.w.handle.overdue?.() && now - x.since >= config.idleTimeout * 1000)
       .sort((a, b) => a.since - b.since);
     let count = live.length;
     for (const x of idle) {
@@ -199,10 +209,8 @@ export class Scaler {
     const all = [...this.#endpoints.values()].flatMap((s) => [...s.workers.values()]);
     for (const w of all) {
       w.stopping = true;
-      w.handle.stop();
+      w.handle.stop(graceMs);
     }
-    const timer = setTimeout(() => all.forEach((w) => w.handle.kill()), graceMs);
     await Promise.all(all.map((w) => w.handle.exited));
-    clearTimeout(timer);
   }
 }
