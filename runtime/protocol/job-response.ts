@@ -46,7 +46,7 @@ export const healthResponseSchema = z.object({
   /**
    * idle and running are the specification's; initializing and unhealthy are RunPod's worker
    * states; stopping: processes this server's scaler is ending (idle stop, a job past its
-   * deadline) that have not exited yet.
+   * deadline) that have not exited yet, present only while there are some.
    */
   workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, stopping: count.optional() }),
 });

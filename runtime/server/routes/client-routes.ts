@@ -66,7 +66,8 @@ export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> 
     const stopping = deps.stopping?.(c.get("endpointId")) ?? 0;
     // A stopping process is not idle, whatever its last heartbeat said.
     health.workers.idle = Math.max(0, health.workers.idle - stopping);
-    health.workers.stopping = stopping;
+    // Present only while there is one: RunPod's health has no such state.
+    if (stopping > 0) health.workers.stopping = stopping;
     return c.json(health satisfies HealthResponse);
   });
 

@@ -46,7 +46,7 @@ describe("a handler that never yields, on a worker the scaler started", () => {
           const [, h] = await srv.json("GET", "/v2/ep/health");
           const [, s] = await srv.json("GET", `/v2/ep/status/${sub.id}`);
           if (process.env.DEBUG_STUCK) console.log(s.status, JSON.stringify(h.workers), livePids());
-          states.add(`${s.status}:${h.workers.idle > 0 ? "idle" : h.workers.stopping > 0 ? "stopping" : "other"}`);
+          states.add(`${s.status}:${h.workers.idle > 0 ? "idle" : (h.workers.stopping ?? 0) > 0 ? "stopping" : "other"}`);
           return !alive(stuckPid);
         },
         "the stuck process to end",
