@@ -50,6 +50,8 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  /** GPUs each worker gets to itself. @default 1 when options.device is "cuda", else 0 */
+  gpusPerWorker: z.number().int().min(0).optional(),
   /**
    * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
    * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).
@@ -70,6 +72,8 @@ export const serverConfigSchema = z.strictObject({
   host: z.string().default("0.0.0.0"),
   /** Directory of the embedded store, and of files kept by the server. @default ".data" */
   data: z.string().default(".data"),
+  /** GPU ids the scaler places workers on. @default the NVIDIA GPUs nvidia-smi lists; none without it */
+  gpus: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "must be a GPU index or UUID")).optional(),
   /** Store URL: redis://host:port for several servers on one Redis; the embedded store under `data` when unset. */
   store: z.string().optional(),
   /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */

@@ -5,6 +5,7 @@ import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
+import { detectGpus, GpuPlacement, gpuEnv, gpusPerWorker } from "./gpu-placement.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
@@ -27,6 +28,8 @@ interface EndpointState {
   workers: Map<string, Managed>;
   crashes: number;
   notBefore: number;
+  /** A scale-up is held until a GPU is free (logged once per wait). */
+  waitingForGpu?: boolean;
 }
 
 /**
@@ -46,11 +49,14 @@ export class Scaler {
   #seq = 0;
 
   readonly #serverId: string;
+  readonly #gpus: GpuPlacement;
 
   constructor(deps: AppDeps, provider: WorkerProvider, serverId: string) {
     this.#deps = deps;
     this.#serverId = serverId;
     this.#provider = provider;
+    const scaled = Object.values(deps.config.endpoints).filter((ep) => ep.handler);
+    this.#gpus = new GpuPlacement(deps.config.server.gpus ?? (scaled.some((ep) => gpusPerWorker(ep) > 0) ? detectGpus() : []));
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
       if (ep.handler) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
     }
@@ -143,7 +149,7 @@ export class Scaler {
     if (target > live.length && now >= state.notBefore) {
       // A process counts until it has exited, stopping or not: the fleet never passes workersMax.
       const room = Math.min(target - live.length, config.workersMax - state.workers.size);
-      for (let i = 0; i < room; i++) this.#startWorker(endpointId, config, state);
+      for (let i = 0; i < room; i++) if (!this.#startWorker(endpointId, config, state)) break;
       return;
     }
 
@@ -164,8 +170,17 @@ export class Scaler {
     }
   }
 
-  #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): void {
+  /** Starts one worker; false when it must wait for a free GPU. */
+  #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): boolean {
     const { clock, log, store } = this.#deps;
+    const need = gpusPerWorker(config);
+    const gpus = need > 0 ? this.#gpus.take(need) : [];
+    if (!gpus) {
+      if (!state.waitingForGpu) log.warn("scale-up waits for a free GPU", { endpointId, gpusPerWorker: need, gpus: this.#gpus.devices.length, free: this.#gpus.free });
+      state.waitingForGpu = true;
+      return false;
+    }
+    state.waitingForGpu = false;
     const workerId = `${endpointId}-${Date.now().toString(36)}-${++this.#seq}`;
     const handle = this.#provider.start({
       endpointId,
@@ -176,16 +191,18 @@ export class Scaler {
       env: {
         [OPTIONS_ENV]: JSON.stringify(config.options),
         SPOOL_DATA_DIR: resolve(this.#deps.config.server.data),
+        ...(need > 0 ? gpuEnv(gpus) : {}),
       },
     });
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
-    log.info("started worker", { endpointId, workerId });
+    log.info("started worker", { endpointId, workerId, ...(need > 0 ? { gpus } : {}) });
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
       state.workers.delete(workerId);
       this.#byId.delete(workerId);
+      this.#gpus.release(gpus);
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies.
       await store.forgetWorker(workerId);
@@ -200,6 +217,7 @@ export class Scaler {
       state.notBefore = clock.now() + backoff;
       log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
     });
+    return true;
   }
 
   /** Stops scaling and every worker (they drain), waiting up to `graceMs` before killing. */
