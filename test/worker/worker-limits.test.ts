@@ -79,3 +79,29 @@ describe("worker limits", () => {
     }, 60_000);
   }
 });
+
+describe("a server that hangs", () => {
+  test("stopped with SIGSTOP: the worker's requests time out instead of waiting forever, and it goes on after SIGCONT", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-sigstop-"));
+    const config = join(dir, "spool.toml");
+    await Bun.write(config, `[server]\nport = 0\ndata = "${dir}/data"\ntakeWaitMs = 1000\nstopWaitMs = 1000\n[endpoints.echo]\n`);
+    await using server = spawnProcess([BUN, CLI, "serve", "--config", config]);
+    const [, key] = await server.waitFor(/^ {2}(\S{20,})$/);
+    const [, url] = await server.waitFor(/endpoint echo: (http:\/\/\S+)\/v2\/echo/);
+    await using worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts"), "--url", url!, "--endpoint", "echo", "--api-key", key!], {
+      env: { ...process.env, SPOOL_REQUEST_TIMEOUT_MS: "1000", SPOOL_LONG_POLL_TIMEOUT_MS: "3000", RUNPOD_PING_INTERVAL: "500" },
+    });
+    const runsync = async () =>
+      (await (await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ input: { n: 1 } }) })).json()) as { status: string };
+    expect((await runsync()).status).toBe("COMPLETED");
+    server.proc.kill("SIGSTOP");
+    try {
+      await worker.waitFor(/ping failed.*(timed out|TimeoutError|timeout)/i);
+      await worker.waitFor(/job-take failed.*(timed out|TimeoutError|timeout)/i);
+    } finally {
+      server.proc.kill("SIGCONT");
+    }
+    expect((await runsync()).status).toBe("COMPLETED");
+    rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
+});
