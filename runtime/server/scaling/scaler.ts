@@ -200,12 +200,16 @@ export class Scaler {
     log.info("started worker", { endpointId, workerId, ...(need > 0 ? { gpus } : {}) });
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
-      state.workers.delete(workerId);
-      this.#byId.delete(workerId);
-      this.#gpus.release(gpus);
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
-      // the heartbeat timeout before the worker-loss rule applies.
-      await store.forgetWorker(workerId);
+      // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
+      // so health never counts it idle in between.
+      try {
+        await store.forgetWorker(workerId);
+      } finally {
+        state.workers.delete(workerId);
+        this.#byId.delete(workerId);
+        this.#gpus.release(gpus);
+      }
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });
