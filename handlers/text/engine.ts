@@ -102,7 +102,12 @@ export class TextEngine {
     if ((llama.gpu || "cpu") !== config.device) throw deviceError(config.device, `getLlama gave ${llama.gpu || "cpu"}`);
     try {
       const settings = { ...config, modelPath: await modelFile() };
-      const model = await llama.loadModel({ modelPath: settings.modelPath, gpuLayers: settings.device === "cpu" ? 0 : "max" });
+      // "auto": as many layers as the card holds (node-llama-cpp measures free VRAM), the rest on
+      // the CPU; "max" fails outright on a card too small for the whole model.
+      const model = await llama.loadModel({ modelPath: settings.modelPath, gpuLayers: settings.device === "cpu" ? 0 : "auto" });
+      if (settings.device !== "cpu") {
+        process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "text model layers placed", device: settings.device, gpuLayers: model.gpuLayers, totalLayers: model.fileInsights.totalLayers })}\n`);
+      }
       const context = await model.createContext({
         sequences: settings.sequences,
         contextSize: settings.contextSize,

@@ -1,6 +1,6 @@
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
-import { LIMITS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
+import { LIMITS, LONG_POLL_MAX_MS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
 import { describeIssues, s3ConfigSchema } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
 
@@ -60,6 +60,8 @@ export const endpointConfigSchema = z.strictObject({
   onStartFailure: z.enum(["fail", "queue"]).default("fail"),
   /** Who starts this endpoint's workers; server.provider when unset. */
   provider: z.enum(["local", "external"]).optional(),
+  /** GPUs each worker gets to itself. @default 1 when options.device is "cuda", else 0 */
+  gpusPerWorker: z.number().int().min(0).optional(),
   /**
    * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
    * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).
@@ -80,12 +82,14 @@ export const serverConfigSchema = z.strictObject({
   host: z.string().default("0.0.0.0"),
   /** Directory of the embedded store, and of files kept by the server. @default ".data" */
   data: z.string().default(".data"),
+  /** GPU ids the scaler places workers on. @default the NVIDIA GPUs nvidia-smi lists; none without it */
+  gpus: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "must be a GPU index or UUID")).optional(),
   /** Store URL: redis://host:port for several servers on one Redis; the embedded store under `data` when unset. */
   store: z.string().optional(),
   /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */
-  takeWaitMs: z.number().int().min(0).max(85_000).default(20_000),
+  takeWaitMs: z.number().int().min(0).max(LONG_POLL_MAX_MS).default(20_000),
   /** Longest an empty job-stop poll is held open. @default 20000 */
-  stopWaitMs: z.number().int().min(0).max(85_000).default(20_000),
+  stopWaitMs: z.number().int().min(0).max(LONG_POLL_MAX_MS).default(20_000),
   /** Longest a /stream call with nothing new waits for a chunk or a final state. @default 2000 */
   streamWaitMs: z.number().int().min(0).max(30_000).default(2_000),
   /** How often an SSE response with nothing to send writes a comment line, so proxies keep it open. @default 15000 */
@@ -99,6 +103,8 @@ export const serverConfigSchema = z.strictObject({
   pingGraceMs: z.number().int().min(0).default(30_000),
   /** How often retention, expiry, timeouts and worker loss are checked. @default 1000 */
   sweepIntervalMs: z.number().int().min(1).default(1_000),
+  /** A worker process the scaler stops (idle, past a job's deadline) is killed if still there after this long. @default 5000 */
+  killGraceMs: z.number().int().min(0).default(5_000),
   /** How often the scaler decides how many workers each endpoint needs. @default 1000 */
   scaleIntervalMs: z.number().int().min(1).default(1_000),
   /** How long a finished synchronous job's result stays. @default 60000 */

@@ -65,9 +65,11 @@ export const healthResponseSchema = z.object({
   jobs: z.object({ completed: count, failed: count, inProgress: count, inQueue: count, retried: count }),
   /**
    * idle and running are the specification's; initializing and unhealthy are RunPod's worker
-   * states; failing counts consecutive failed starts (present while workers fail to start).
+   * states; failing counts consecutive failed starts (present while workers fail to start);
+   * stopping: processes this server's scaler is ending (idle stop, a job past its deadline) that
+   * have not exited yet, present only while there are some.
    */
-  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, failing: count.optional() }),
+  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, failing: count.optional(), stopping: count.optional() }),
   lastStartError: startErrorReportSchema.optional(),
 });
 export type HealthResponse = z.infer<typeof healthResponseSchema>;

@@ -17,6 +17,11 @@ export const LIMITS = {
   runsyncBodyBytes: 20 * 1024 * 1024,
 } as const;
 
+/** Most jobs one job-take-batch may ask for: the server refuses more, the worker never asks for more. */
+export const MAX_TAKE_BATCH = 64;
+/** Longest a server may hold a job-take or stop long-poll open (server.takeWaitMs, stopWaitMs). */
+export const LONG_POLL_MAX_MS = 85_000;
+
 /** Job states of the specification; the first three are not final. */
 export const JOB_STATES = ["IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
 export type JobStatus = (typeof JOB_STATES)[number];

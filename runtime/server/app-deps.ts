@@ -23,6 +23,8 @@ export interface AppDeps {
   metrics?: ServerMetrics;
   /** Workers the scaler has started and not yet heard from, per endpoint. */
   initializing?: (endpointId: string) => number;
+  /** Worker processes the scaler is ending and that have not exited, per endpoint. */
+  stopping?: (endpointId: string) => number;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */
   inputSchemas?: InputSchemas;
   /** Workers that fail to start, per endpoint: /health shows it, submissions are refused at the limit. */

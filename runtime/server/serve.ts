@@ -58,11 +58,11 @@ export function startServer(options: {
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
   const stats = new EndpointStatsRecorder(jobEvents, clock);
   // The scaler is made just below; the metrics ask it only when scraped.
-  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep) });
+  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep), stopping: (ep: string): number => scaler.stopping(ep) });
   const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
   const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
-  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(), serverId);
+  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(base.log, base.config.server.killGraceMs), serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
   const deps = {
@@ -71,6 +71,7 @@ export function startServer(options: {
     localFiles,
     inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
+    stopping: (ep: string) => scaler.stopping(ep),
     workerSeen: (id: string, ep: string) => {
       scaler.seen(id);
       startFailures.ready(ep);

@@ -2,11 +2,15 @@ import type { Log } from "../log.ts";
 import { isCompiled } from "../build/executable.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
+import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
+import { JobWatchdog, readWatchLines, watchedStdio, watchEnv } from "./process-stop.ts";
 
 
 /**
  * Runs the worker in a child process and replaces it when it ends: at once when it asked to be
- * replaced (a handler stuck past its timeout, refresh_worker), with backoff after a crash.
+ * replaced (a handler stuck past its timeout, refresh_worker), with backoff after a crash. A job
+ * past its deadline and grace gets the child terminated from here (JobWatchdog), since a handler
+ * that blocks the child's event loop also blocks the child's own timer.
  * SIGTERM/SIGINT are passed on and end supervision once the child has drained.
  */
 export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log): Promise<number> {
@@ -18,15 +22,21 @@ export async function supervise(command: string[], env: Record<string, string | 
   };
   process.on("SIGTERM", forward("SIGTERM"));
   process.on("SIGINT", forward("SIGINT"));
+  const killGraceMs = Number(env[KILL_GRACE_ENV] ?? KILL_GRACE_DEFAULT_MS);
   let crashes = 0;
   for (let generation = 1; ; generation++) {
     // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
     // that ended follow the worker-loss rule instead of waiting out their execution timeout.
-    child = Bun.spawn(command, { env: { ...env, [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) }, stdio: ["inherit", "inherit", "inherit"] });
+    child = Bun.spawn(command, {
+      env: { ...env, ...watchEnv, [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
+      stdio: [...watchedStdio("inherit")],
+    });
+    const watchdog = new JobWatchdog(child, killGraceMs, log);
+    void readWatchLines(child.stdio[3], watchdog.message);
     const code = await child.exited;
     if (stopping) return code;
     if (code === 0) return 0;
-    if (code === EXIT_REPLACE) {
+    if (code === EXIT_REPLACE || watchdog.fired) {
       crashes = 0;
       log.info("replacing the worker process", { code });
       continue;

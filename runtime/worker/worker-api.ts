@@ -1,10 +1,25 @@
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import { LONG_POLL_MAX_MS, MAX_TAKE_BATCH } from "../protocol/limits.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
 import type { WorkerEndpoints } from "./worker-urls.ts";
 
 /** Waits before each retry of a result post (runpod-python: +2 s, +3 s). */
 const RESULT_RETRY_MS = [1_000, 2_000, 3_000];
+/** A long-poll may be held this much past the longest wait a server allows before it counts as hung. */
+const LONG_POLL_MARGIN_MS = 10_000;
+/** After a take the server refused (4xx), the worker waits this long, doubling up to the cap. */
+const REFUSED_TAKE_BACKOFF_MS = [1_000, 30_000] as const;
+
+/** Timeouts of worker requests: a server that hangs (stopped, partitioned) never silences the worker. */
+export interface RequestTimeouts {
+  /** Ping, result, progress, stream, upload. @default 30000 */
+  requestMs: number;
+  /** job-take and the stop channel: the longest server wait plus a margin. @default 95000 */
+  longPollMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: RequestTimeouts = { requestMs: 30_000, longPollMs: LONG_POLL_MAX_MS + LONG_POLL_MARGIN_MS };
 
 /** The worker side of the protocol over HTTP. */
 export class WorkerApi {
@@ -13,7 +28,15 @@ export class WorkerApi {
     private readonly apiKey: string,
     private readonly clock: Clock,
     private readonly log: Log,
+    private readonly timeouts: RequestTimeouts = DEFAULT_TIMEOUTS,
   ) {}
+
+  #refusedTakes = 0;
+
+  #signal(ms: number, signal?: AbortSignal): AbortSignal {
+    const timeout = AbortSignal.timeout(ms);
+    return signal ? AbortSignal.any([signal, timeout]) : timeout;
+  }
 
   #headers(json: boolean): Record<string, string> {
     // The key goes bare, as runpod-python sends it; the server accepts both forms.
@@ -24,21 +47,31 @@ export class WorkerApi {
 
   /** Takes up to `max` jobs, long-polling; [] when there are none or the server is unreachable. */
   async take(max: number, inProgress: boolean, signal: AbortSignal): Promise<TakenJob[]> {
-    const url = max > 1 ? this.urls.takeBatch(max, inProgress) : this.urls.take(inProgress);
+    const size = Math.min(max, MAX_TAKE_BATCH);
+    const url = size > 1 ? this.urls.takeBatch(size, inProgress) : this.urls.take(inProgress);
     let res: Response;
     try {
-      res = await fetch(url, { headers: this.#headers(false), signal });
+      res = await fetch(url, { headers: this.#headers(false), signal: this.#signal(this.timeouts.longPollMs, signal) });
     } catch (err) {
       if (signal.aborted) return [];
       this.log.warn("job-take failed; retrying in 1 s", { error: String(err) });
       await this.clock.sleep(1_000, signal);
       return [];
     }
-    if (res.status === 204 || res.status === 400) return [];
+    if (res.status === 204) return [];
     if (res.status === 429) {
       await this.clock.sleep(5_000, signal);
       return [];
     }
+    if (res.status >= 400 && res.status < 500) {
+      // A refusal does not go away by asking again at once: log it and back off.
+      const [first, cap] = REFUSED_TAKE_BACKOFF_MS;
+      const wait = Math.min(cap, first * 2 ** Math.min(this.#refusedTakes++, 5));
+      this.log.warn("job-take refused; backing off", { status: res.status, body: (await res.text()).slice(0, 200), waitMs: wait });
+      await this.clock.sleep(wait, signal);
+      return [];
+    }
+    this.#refusedTakes = 0;
     if (!res.ok) {
       this.log.warn("job-take answered an error; retrying in 1 s", { status: res.status, body: (await res.text()).slice(0, 200) });
       await this.clock.sleep(1_000, signal);
@@ -64,7 +97,7 @@ export class WorkerApi {
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {
-        const res = await fetch(url, { method: "POST", headers: this.#headers(true), body: text });
+        const res = await fetch(url, { method: "POST", headers: this.#headers(true), body: text, signal: this.#signal(this.timeouts.requestMs) });
         if (res.ok) return true;
         problem = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`;
         if (res.status < 500) {
@@ -99,7 +132,7 @@ export class WorkerApi {
 
   async ping(runningIds: string[]): Promise<void> {
     try {
-      await fetch(this.urls.ping(runningIds), { headers: this.#headers(false) });
+      await fetch(this.urls.ping(runningIds), { headers: this.#headers(false), signal: this.#signal(this.timeouts.requestMs) });
     } catch (err) {
       this.log.warn("ping failed", { error: String(err) });
     }
@@ -119,7 +152,7 @@ export class WorkerApi {
   async stops(signal: AbortSignal): Promise<string[]> {
     const started = this.clock.now();
     try {
-      const res = await fetch(this.urls.stop(), { headers: this.#headers(false), signal });
+      const res = await fetch(this.urls.stop(), { headers: this.#headers(false), signal: this.#signal(this.timeouts.longPollMs, signal) });
       if (res.status === 200) return ((await res.json()) as { jobsToStop?: string[] }).jobsToStop ?? [];
     } catch (err) {
       if (signal.aborted) return [];
@@ -135,6 +168,7 @@ export class WorkerApi {
       method: "PUT",
       headers: { ...this.#headers(false), "content-type": contentType },
       body: data,
+      signal: this.#signal(this.timeouts.requestMs),
     });
     const body = (await res.json().catch(() => ({}))) as { url?: string; error?: string };
     if (!res.ok || !body.url) throw new Error(`upload of ${name} failed: HTTP ${res.status} ${body.error ?? ""}`.trim());

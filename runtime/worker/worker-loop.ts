@@ -2,6 +2,7 @@ import type { Clock } from "../clock.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import type { Log } from "../log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
+import type { WorkerIpcMessage } from "../protocol/worker-ipc.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute } from "./executor.ts";
 import { resultBody } from "./result-body.ts";
@@ -31,6 +32,8 @@ export interface WorkerLoopOptions {
   exit: (code: number) => void;
   /** The endpoint's handler options, already parsed (given to setup and ctx.options). */
   handlerOptions?: unknown;
+  /** Tells the process's owner when jobs start and end, so it can enforce deadlines from outside. */
+  report?: (message: WorkerIpcMessage) => void;
 }
 
 interface Running {
@@ -142,6 +145,7 @@ export class WorkerLoop {
     });
     // The deadline counts from receipt on this machine's clock, so clock skew cannot shorten it.
     const timeoutMs = job.policy.executionTimeout;
+    this.#o.report?.({ type: "job-start", jobId: job.id, timeoutMs, graceMs: this.#o.timeoutGraceMs });
     void clock.sleep(timeoutMs, ended.signal).then(async () => {
       if (ended.signal.aborted) return;
       log.warn("execution timeout reached; signalling the handler", { jobId: job.id, timeoutMs });
@@ -166,6 +170,7 @@ export class WorkerLoop {
         log.error("posting the job's result failed", { jobId: job.id, error: String(err) });
       } finally {
         ended.abort();
+        this.#o.report?.({ type: "job-end", jobId: job.id });
         this.#running.delete(job.id);
         this.#lastBusy = clock.now();
         this.#wake?.();

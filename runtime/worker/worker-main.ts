@@ -5,6 +5,7 @@ import type { Handler } from "../../sdk/define-handler.ts";
 import { handlerOptions } from "./handler-options.ts";
 import { localInput, runOnce } from "./run-once.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV } from "../protocol/worker-env.ts";
+import { reporter } from "./process-stop.ts";
 import { selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
 import { WorkerLoop } from "./worker-loop.ts";
@@ -52,7 +53,10 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     return supervise(selfCommand(relaunch), env, log);
   }
 
-  const api = new WorkerApi(workerEndpoints(settings.urls, settings.workerId), settings.apiKey, systemClock, log);
+  const api = new WorkerApi(workerEndpoints(settings.urls, settings.workerId), settings.apiKey, systemClock, log, {
+    requestMs: settings.requestTimeoutMs,
+    longPollMs: settings.longPollTimeoutMs,
+  });
   const loop = new WorkerLoop({
     handler,
     api,
@@ -65,6 +69,8 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     exitWhenIdleMs: settings.exitWhenIdleMs,
     exit: (code) => process.exit(code),
     handlerOptions: options,
+    // Present when an owner (supervisor, scaler) listens: it enforces deadlines from outside.
+    report: reporter(env),
   });
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { describeIssues } from "../protocol/job-request.ts";
 import { GENERATION_ENV } from "../protocol/worker-env.ts";
+import { DEFAULT_TIMEOUTS } from "./worker-api.ts";
 import { urlsFromEnv, urlsFromFlags, type WorkerUrls } from "./worker-urls.ts";
 
 /** Worker settings from flags and RunPod's environment contract; the one place defaults live. */
@@ -15,6 +16,10 @@ const schema = z.object({
   drainTimeoutMs: z.coerce.number().int().min(0).default(30_000),
   /** Exit (code 0) after this long with no job, e.g. as a KEDA ScaledJob's pod; 0: never. @default 0 */
   exitWhenIdleMs: z.coerce.number().int().min(0).default(0),
+  /** Ping, result and upload requests. @default 30000 */
+  requestTimeoutMs: z.coerce.number().int().min(100).default(DEFAULT_TIMEOUTS.requestMs),
+  /** job-take and stop long-polls. @default 95000 */
+  longPollTimeoutMs: z.coerce.number().int().min(100).default(DEFAULT_TIMEOUTS.longPollMs),
 });
 
 export type WorkerOptions = z.infer<typeof schema> & { urls: WorkerUrls };
@@ -45,6 +50,8 @@ export function workerOptions(flags: WorkerFlags, env: Record<string, string | u
     timeoutGraceMs: env.SPOOL_TIMEOUT_GRACE_MS,
     drainTimeoutMs: env.SPOOL_DRAIN_TIMEOUT_MS,
     exitWhenIdleMs: env.SPOOL_EXIT_WHEN_IDLE_MS,
+    requestTimeoutMs: env.SPOOL_REQUEST_TIMEOUT_MS,
+    longPollTimeoutMs: env.SPOOL_LONG_POLL_TIMEOUT_MS,
   });
   if (!parsed.success) throw new Error(`worker settings: ${describeIssues(parsed.error)}`);
   return { ...parsed.data, urls };

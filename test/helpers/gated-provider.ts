@@ -35,7 +35,7 @@ export class GatedProvider implements WorkerProvider {
     return {
       workerId: spec.workerId,
       exited,
-      stop: () => void (end(143) || inner!.stop()),
+      stop: (graceMs?: number) => void (end(143) || inner!.stop(graceMs)),
       kill: () => void (end(137) || inner!.kill()),
       exitDetail: () => inner?.exitDetail?.() ?? { output: "" },
     };

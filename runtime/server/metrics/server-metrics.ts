@@ -47,6 +47,8 @@ export interface MetricsDeps {
   jobEvents: JobEvents;
   /** Workers the scaler started and has not heard from yet, per endpoint. */
   initializing?: (endpointId: string) => number;
+  /** Worker processes the scaler is ending and that have not exited, per endpoint. */
+  stopping?: (endpointId: string) => number;
 }
 
 /**
@@ -109,7 +111,7 @@ export class ServerMetrics {
     counter("spool_http_requests_total", `HTTP requests answered, by method, route template and status. ${PER_SERVER}`, ["method", "route", "status"], this.#http);
     this.#queueDepth = gauge("spool_queue_depth", `Jobs IN_QUEUE. ${SHARED}`, ["endpoint"]);
     this.#inProgress = gauge("spool_jobs_in_progress", `Jobs IN_PROGRESS. ${SHARED}`, ["endpoint"]);
-    this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet).`, ["endpoint", "state"]);
+    this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet), stopping (being ended by this server's scaler, not exited yet).`, ["endpoint", "state"]);
     this.#oldestAge = gauge("spool_queue_oldest_age_seconds", `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`, ["endpoint"]);
     this.#desired = gauge("spool_desired_workers", `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`, ["endpoint"]);
     collectDefaultMetrics({ register: this.registry });
@@ -174,7 +176,10 @@ export class ServerMetrics {
       const health = await store.health(endpoint, now, config.server.workerLossTimeoutMs);
       this.#queueDepth.set({ endpoint }, health.jobs.inQueue);
       this.#inProgress.set({ endpoint }, health.jobs.inProgress);
-      this.#workers.set({ endpoint, state: "idle" }, health.workers.idle);
+      const stopping = this.#deps.stopping?.(endpoint) ?? 0;
+      // A stopping process is not idle, whatever its last heartbeat said.
+      this.#workers.set({ endpoint, state: "idle" }, Math.max(0, health.workers.idle - stopping));
+      this.#workers.set({ endpoint, state: "stopping" }, stopping);
       this.#workers.set({ endpoint, state: "running" }, health.workers.running);
       this.#workers.set({ endpoint, state: "unhealthy" }, health.workers.unhealthy);
       this.#workers.set({ endpoint, state: "initializing" }, this.#deps.initializing?.(endpoint) ?? 0);

@@ -68,6 +68,11 @@ export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> 
       health.workers.failing = starting.failing;
       health.lastStartError = starting.lastStartError;
     }
+    const stopping = deps.stopping?.(c.get("endpointId")) ?? 0;
+    // A stopping process is not idle, whatever its last heartbeat said.
+    health.workers.idle = Math.max(0, health.workers.idle - stopping);
+    // Present only while there is one: RunPod's health has no such state.
+    if (stopping > 0) health.workers.stopping = stopping;
     return c.json(health satisfies HealthResponse);
   });
 

@@ -7,8 +7,7 @@ import type { StoredJob } from "../store/store.ts";
 import { KNOWN_ONLY, WorkerPresence } from "../jobs/worker-presence.ts";
 import { HttpError } from "../http/http-error.ts";
 
-/** Most jobs one job-take-batch may ask for. */
-export const MAX_BATCH = 64;
+export { MAX_TAKE_BATCH as MAX_BATCH } from "../../protocol/limits.ts";
 /** Largest result or stream post a worker may send. */
 export const MAX_RESULT_BYTES = 64 * 1024 * 1024;
 

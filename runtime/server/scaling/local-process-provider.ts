@@ -1,6 +1,10 @@
 import { resolve } from "node:path";
 import { isHandlerSource } from "../../build/executable.ts";
+import { stderrLog, type Log } from "../../log.ts";
+import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { EXIT_WITH_PARENT_ENV } from "../../protocol/worker-env.ts";
+import { KILL_GRACE_DEFAULT_MS } from "../../protocol/worker-ipc.ts";
+import { JobWatchdog, readWatchLines, terminate, watchEnv } from "../../worker/process-stop.ts";
 import { OutputTail } from "./output-tail.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "./worker-provider.ts";
 
@@ -9,14 +13,21 @@ const CLI = resolve(import.meta.dir, "../../cli.ts");
 /**
  * Workers as local processes: `spool worker <handler>` for a source file, or the built binary
  * itself. Unsupervised: the scaler restarts them. The key travels in the environment, not argv.
+ * This provider owns the process, so it enforces its limits: a job past its deadline and grace
+ * ends the process (SIGTERM, then SIGKILL after `killGraceMs`), and so does every stop.
  */
 export class LocalProcessProvider implements WorkerProvider {
+  constructor(
+    private readonly log: Log = stderrLog,
+    private readonly killGraceMs = KILL_GRACE_DEFAULT_MS,
+  ) {}
+
   start(spec: WorkerSpec): WorkerHandle {
     const flags = ["--no-supervise", "--worker-id", spec.workerId, "--url", spec.serverUrl, "--endpoint", spec.endpointId];
     const cmd = isHandlerSource(spec.handler) ? [process.execPath, CLI, "worker", spec.handler, ...flags] : [spec.handler, ...flags];
-    let proc: Bun.Subprocess<"ignore", "inherit", "pipe">;
+    let proc: ReturnType<LocalProcessProvider["spawn"]>;
     try {
-      proc = this.#spawn(cmd, spec);
+      proc = this.spawn(cmd, spec);
     } catch (err) {
       // A binary that is missing or not executable: a worker that failed to start, with the reason.
       return {
@@ -30,26 +41,32 @@ export class LocalProcessProvider implements WorkerProvider {
     // Its error output still reaches the server's; the tail is kept to say why a start failed.
     const tail = new OutputTail();
     const copied = tail.copy(proc.stderr, process.stderr);
+    const watchdog = new JobWatchdog(proc, this.killGraceMs, this.log);
+    void readWatchLines(proc.stdio[3], watchdog.message);
     return {
       workerId: spec.workerId,
-      exited: proc.exited.then(async (code) => (await copied, code)),
-      stop: () => proc.kill("SIGTERM"),
+      // Ended for its deadline: replaced at once, like a worker that asked to be.
+      exited: proc.exited.then(async (code) => (await copied, watchdog.fired ? EXIT_REPLACE : code)),
+      stop: (graceMs = this.killGraceMs) => terminate(proc, graceMs),
       kill: () => proc.kill("SIGKILL"),
+      overdue: () => watchdog.overdue,
       exitDetail: () => ({ signal: proc.signalCode ? String(proc.signalCode) : undefined, output: tail.text() }),
     };
   }
 
-  #spawn(cmd: string[], spec: WorkerSpec) {
+  private spawn(cmd: string[], spec: WorkerSpec) {
     return Bun.spawn(cmd, {
       env: {
         ...process.env,
         ...spec.env,
+        ...watchEnv,
         SPOOL_API_KEY: spec.apiKey,
         [EXIT_WITH_PARENT_ENV]: "1", // a server killed with SIGKILL leaves no worker behind
         RUNPOD_WEBHOOK_GET_JOB: undefined,
         RUNPOD_POD_ID: undefined,
       },
-      stdio: ["ignore", "inherit", "pipe"],
+      // stderr is piped to keep its tail (why a start failed); fd 3 carries job starts and ends.
+      stdio: ["ignore", "inherit", "pipe", "pipe"],
     });
   }
 }

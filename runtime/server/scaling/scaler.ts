@@ -6,6 +6,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
 import { fleetOf } from "./fleet.ts";
+import { detectGpus, GpuPlacement, gpuEnv, gpusPerWorker } from "./gpu-placement.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import { newWorkerId } from "./worker-id.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
@@ -23,10 +24,14 @@ interface Managed {
   seen: boolean;
 }
 
+const isEnding = (w: Managed): boolean => w.stopping || (w.handle.overdue?.() ?? false);
+
 interface EndpointState {
   workers: Map<string, Managed>;
   crashes: number;
   notBefore: number;
+  /** A scale-up is held until a GPU is free (logged once per wait). */
+  waitingForGpu?: boolean;
 }
 
 /**
@@ -46,11 +51,14 @@ export class Scaler {
   #loop?: Promise<void>;
 
   readonly #serverId: string;
+  readonly #gpus: GpuPlacement;
 
   constructor(deps: AppDeps, provider: WorkerProvider, serverId: string) {
     this.#deps = deps;
     this.#serverId = serverId;
     this.#provider = provider;
+    const scaled = Object.values(deps.config.endpoints).filter((ep) => ep.handler);
+    this.#gpus = new GpuPlacement(deps.config.server.gpus ?? (scaled.some((ep) => gpusPerWorker(ep) > 0) ? detectGpus() : []));
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
       if (startsWorkers(deps.config, ep)) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
     }
@@ -72,6 +80,12 @@ export class Scaler {
   seen(workerId: string): void {
     const w = this.#byId.get(workerId);
     if (w) w.seen = true;
+  }
+
+  /** Worker processes being ended (stopped, or past a job's deadline) that have not exited. */
+  stopping(endpointId: string): number {
+    const state = this.#endpoints.get(endpointId);
+    return state ? [...state.workers.values()].filter(isEnding).length : 0;
   }
 
   /** Workers the scaler runs for the endpoint now (not counting ones being stopped). */
@@ -146,7 +160,13 @@ export class Scaler {
     // While its workers fail to start (its jobs failed, submissions refused), keep trying one.
     const target = Math.max(targetWorkers(input), this.#deps.startFailures?.retrying(endpointId) ? 1 : 0);
     if (target > current) {
-      if (startsWorkers && now >= state.notBefore) for (let i = current; i < target; i++) this.#startWorker(endpointId, config, state);
+      if (startsWorkers && now >= state.notBefore) {
+        // This server's processes count until they have exited, stopping or not: the fleet never
+        // passes workersMax while a stuck process is being ended.
+        const stopping = state.workers.size - live.length;
+        const room = Math.min(target - current, config.workersMax - current - stopping);
+        for (let i = 0; i < room; i++) if (!this.#startWorker(endpointId, config, state)) break;
+      }
       return;
     }
 
@@ -154,7 +174,7 @@ export class Scaler {
     const floor = floorWorkers(input);
     const idle = live
       .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
-      .filter((x) => x.info && x.info.running === 0 && now - x.since >= config.idleTimeout * 1000)
+      .filter((x) => x.info && x.info.running === 0 && !x.w.handle.overdue?.() && now - x.since >= config.idleTimeout * 1000)
       .sort((a, b) => a.since - b.since);
     let count = current;
     for (const x of idle) {
@@ -167,8 +187,17 @@ export class Scaler {
     }
   }
 
-  #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): void {
+  /** Starts one worker; false when it must wait for a free GPU. */
+  #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): boolean {
     const { clock, log, store } = this.#deps;
+    const need = gpusPerWorker(config);
+    const gpus = need > 0 ? this.#gpus.take(need) : [];
+    if (!gpus) {
+      if (!state.waitingForGpu) log.warn("scale-up waits for a free GPU", { endpointId, gpusPerWorker: need, gpus: this.#gpus.devices.length, free: this.#gpus.free });
+      state.waitingForGpu = true;
+      return false;
+    }
+    state.waitingForGpu = false;
     const workerId = newWorkerId(endpointId);
     const handle = this.#provider.start({
       endpointId,
@@ -179,19 +208,25 @@ export class Scaler {
       env: {
         [OPTIONS_ENV]: JSON.stringify(config.options),
         SPOOL_DATA_DIR: resolve(this.#deps.config.server.data),
+        ...(need > 0 ? gpuEnv(gpus) : {}),
       },
     });
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
-    log.info("started worker", { endpointId, workerId });
+    log.info("started worker", { endpointId, workerId, ...(need > 0 ? { gpus } : {}) });
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
-      state.workers.delete(workerId);
-      this.#byId.delete(workerId);
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
-      // the heartbeat timeout before the worker-loss rule applies.
-      await store.forgetWorker(workerId);
+      // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
+      // so health never counts it idle in between.
+      try {
+        await store.forgetWorker(workerId);
+      } finally {
+        state.workers.delete(workerId);
+        this.#byId.delete(workerId);
+        this.#gpus.release(gpus);
+      }
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });
@@ -204,6 +239,7 @@ export class Scaler {
       if (managed.seen) log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
       else await this.#deps.startFailures?.failed(endpointId, workerId, { code, ...(handle.exitDetail?.() ?? { output: "" }) }, backoff);
     });
+    return true;
   }
 
   /** Stops scaling and every worker (they drain), waiting up to `graceMs` before killing. */
@@ -213,10 +249,8 @@ export class Scaler {
     const all = [...this.#endpoints.values()].flatMap((s) => [...s.workers.values()]);
     for (const w of all) {
       w.stopping = true;
-      w.handle.stop();
+      w.handle.stop(graceMs);
     }
-    const timer = setTimeout(() => all.forEach((w) => w.handle.kill()), graceMs);
     await Promise.all(all.map((w) => w.handle.exited));
-    clearTimeout(timer);
   }
 }

@@ -14,12 +14,14 @@ export interface WorkerHandle {
   readonly workerId: string;
   /** Resolves with the exit code when the worker is gone, for whatever reason. */
   readonly exited: Promise<number>;
-  /** Asks the worker to drain and stop (SIGTERM for a process). */
-  stop(): void;
+  /** Asks the worker to drain and stop (SIGTERM for a process), and ends it if still there after `graceMs`. */
+  stop(graceMs?: number): void;
   /** Ends it at once. */
   kill(): void;
   /** Once `exited` has resolved: the signal that ended it, if any, and the last lines of its error output. */
   exitDetail?(): { signal?: string; output: string };
+  /** True while it runs a job past that job's deadline (its owner is ending it). */
+  overdue?(): boolean;
 }
 
 /**

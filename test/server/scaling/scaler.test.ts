@@ -63,7 +63,9 @@ describe("scaler with local worker processes", () => {
     clock.advance(1);
     await scaler.tick();
     expect(scaler.running("ep")).toEqual([]);
-    await until(async () => (await health(srv)).workers.idle === 0, "the workers to exit");
+    // Until their processes exit they are stopping, never idle.
+    expect((await health(srv)).workers.idle).toBe(0);
+    await until(async () => (await health(srv)).workers.stopping === undefined, "the workers to exit");
     expect((await health(srv)).workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
   });
 

@@ -1,0 +1,23 @@
+/**
+ * What a worker process tells the process that owns it (the scaler's provider, the supervisor of
+ * `spool worker` or of a built binary), one JSON line each on the file descriptor WATCH_FD_ENV
+ * names: which jobs it runs and their deadlines, so the owner can end the process when a handler
+ * blocks its own event loop past them. The line is written synchronously before the handler runs:
+ * an asynchronous send would still be queued when a handler that never yields takes the loop.
+ */
+export type WorkerIpcMessage =
+  | { type: "job-start"; jobId: string; timeoutMs: number; graceMs: number }
+  | { type: "job-end"; jobId: string };
+
+export const isWorkerIpcMessage = (m: unknown): m is WorkerIpcMessage =>
+  typeof m === "object" && m !== null && ((m as { type?: unknown }).type === "job-start" || (m as { type?: unknown }).type === "job-end");
+
+/** The file descriptor a worker writes WorkerIpcMessage lines to; unset when no owner listens. */
+export const WATCH_FD_ENV = "SPOOL_WATCH_FD";
+/** The descriptor owners give: the one after stdin, stdout and stderr. */
+export const WATCH_FD = 3;
+
+/** After SIGTERM, how long a worker process has before SIGKILL, unless its owner is told otherwise. */
+export const KILL_GRACE_DEFAULT_MS = 5_000;
+/** Overrides KILL_GRACE_DEFAULT_MS for the supervisor of `spool worker` and built binaries. */
+export const KILL_GRACE_ENV = "SPOOL_KILL_GRACE_MS";

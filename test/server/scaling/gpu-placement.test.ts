@@ -1,0 +1,60 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ManualClock } from "../../../runtime/clock.ts";
+import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
+import { until } from "../../helpers/until.ts";
+
+const GPU = resolve(import.meta.dir, "../../fixtures/gpu-fixture.ts");
+const seenDir = mkdtempSync(join(tmpdir(), "spool-gpus-"));
+// Worker processes inherit the server's environment: the fixture reports its GPUs here.
+process.env.GPU_SEEN_DIR = seenDir;
+afterAll(() => rmSync(seenDir, { recursive: true, force: true }));
+
+/** GPUs seen by each worker process so far (the server's own import of the handler left out). */
+const seen = (): { pid: number; cuda: string | null; vulkan: string | null }[] =>
+  readdirSync(seenDir)
+    .map(Number)
+    .filter((pid) => pid !== process.pid)
+    .map((pid) => ({ pid, ...JSON.parse(readFileSync(join(seenDir, String(pid)), "utf8")) }));
+const health = async (srv: TestServer) => (await srv.json("GET", "/v2/ep/health"))[1];
+const submit = async (srv: TestServer) => (await srv.json("POST", "/v2/ep/run", { input: {} }))[1].id as string;
+
+describe("GPU placement with a fake device list", () => {
+  test("each worker sees its own GPU, none is double-booked, a scale-up waits for a free one, a freed one is reused", async () => {
+    const clock = new ManualClock(Date.now());
+    await using srv = await startTestServer({
+      clock,
+      server: { takeWaitMs: 80_000, stopWaitMs: 80_000, scaleIntervalMs: 3_600_000, gpus: ["0", "1"] },
+      endpoints: { ep: { handler: GPU, gpusPerWorker: 1, workersMax: 3, idleTimeout: 1, scalerType: "REQUEST_COUNT", scalerValue: 1, rateLimits: { status: { requests: 1_000_000 } } } },
+    });
+    const scaler = srv.server.scaler;
+    const ids = [await submit(srv), await submit(srv), await submit(srv)];
+    await scaler.tick();
+    // Three jobs, workersMax 3, two GPUs: two workers, the third waits.
+    expect(scaler.running("ep").length).toBe(2);
+    await until(async () => (await health(srv)).jobs.inProgress === 2, "two workers running jobs");
+    const first = seen();
+    expect(first.map((w) => w.cuda).sort()).toEqual(["0", "1"]);
+    expect(first.every((w) => w.vulkan === w.cuda)).toBe(true);
+    await scaler.tick();
+    expect(scaler.running("ep").length).toBe(2);
+
+    // Free both GPUs: the queue emptied, the jobs cancelled, the idle workers stopped and gone.
+    await srv.json("POST", "/v2/ep/purge-queue");
+    for (const id of ids) await srv.json("POST", `/v2/ep/cancel/${id}`);
+    await until(async () => (await health(srv)).workers.idle === 2, "two idle workers");
+    clock.advance(1_000);
+    await scaler.tick();
+    await until(async () => (await health(srv)).workers.stopping === undefined && scaler.running("ep").length === 0, "the workers to exit");
+
+    const last = await submit(srv);
+    await scaler.tick();
+    await until(async () => (await health(srv)).jobs.inProgress === 1, "a new worker running the job");
+    const fresh = seen().filter((w) => !first.some((f) => f.pid === w.pid));
+    expect(fresh.length).toBe(1);
+    expect(["0", "1"]).toContain(fresh[0]!.cuda!);
+    await srv.json("POST", `/v2/ep/cancel/${last}`);
+  }, 60_000);
+});

@@ -1,0 +1,69 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
+import { until } from "../../helpers/until.ts";
+
+const STUCK = resolve(import.meta.dir, "../../fixtures/stuck-fixture.ts");
+const pidsDir = mkdtempSync(join(tmpdir(), "spool-stuck-"));
+// Worker processes inherit the server's environment: the fixture leaves its pid here.
+process.env.STUCK_PIDS_DIR = pidsDir;
+afterAll(() => rmSync(pidsDir, { recursive: true, force: true }));
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+// The server imports the handler too (input schemas): its own pid is not a worker.
+const livePids = (): number[] => readdirSync(pidsDir).map(Number).filter((pid) => pid !== process.pid && alive(pid));
+
+/** The deadline (6 s) and the worker's own grace (5 s) are the defaults a user gets; the kill grace is short. */
+async function stuckServer(): Promise<TestServer> {
+  return startTestServer({
+    server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100, scaleIntervalMs: 100, killGraceMs: 500 },
+    // The test reads status at every turn: far more than the specification's window allows.
+    endpoints: { ep: { handler: STUCK, workersMax: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } } } },
+  });
+}
+
+describe("a handler that never yields, on a worker the scaler started", () => {
+  for (const mode of ["busy", "blocked"] as const) {
+    test(`${mode}: TIMED_OUT, its process ended from outside, never shown idle, never a second process beside it`, async () => {
+      await using srv = await stuckServer();
+      const [, sub] = await srv.json("POST", "/v2/ep/run", { input: { mode }, policy: { executionTimeout: 6_000 } });
+      const stuckPid = await until(() => livePids()[0], "the worker process to start");
+      let maxAlive = 0;
+      const states = new Set<string>();
+      // Watch until the stuck process is gone: health and the process count at every turn.
+      await until(
+        async () => {
+          maxAlive = Math.max(maxAlive, livePids().length);
+          const [, h] = await srv.json("GET", "/v2/ep/health");
+          const [, s] = await srv.json("GET", `/v2/ep/status/${sub.id}`);
+          if (process.env.DEBUG_STUCK) console.log(s.status, JSON.stringify(h.workers), livePids());
+          states.add(`${s.status}:${h.workers.idle > 0 ? "idle" : (h.workers.stopping ?? 0) > 0 ? "stopping" : "other"}`);
+          return !alive(stuckPid);
+        },
+        "the stuck process to end",
+        60_000,
+      );
+      expect(maxAlive).toBe(1);
+      // Past its deadline the job is final, and its worker is stopping, never idle.
+      expect([...states].filter((s) => s.startsWith("TIMED_OUT"))).not.toContain("TIMED_OUT:idle");
+      expect(states).toContain("TIMED_OUT:stopping");
+      const [, final] = await srv.json("GET", `/v2/ep/status/${sub.id}`);
+      expect(final.status).toBe("TIMED_OUT");
+
+      // A replacement takes the next job; still one process at a time.
+      const [, next] = await srv.json("POST", "/v2/ep/runsync", { input: { mode: "quick" } });
+      expect(next.status).toBe("COMPLETED");
+      expect(next.output.pid).not.toBe(stuckPid);
+      expect(livePids()).toEqual([next.output.pid]);
+    }, 90_000);
+  }
+});
