@@ -178,7 +178,8 @@ export class Scaler {
       this.#byId.delete(workerId);
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies.
-      await store.forgetWorker(workerId);
+      // A store that cannot answer now only delays this: the heartbeat timeout covers the worker.
+      await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });
