@@ -110,6 +110,11 @@ export const serverConfigSchema = z.strictObject({
   webhookTimeoutMs: z.number().int().min(1).default(10_000),
   /** Refuse webhook URLs on private, loopback and link-local addresses (multi-tenant servers). @default false */
   webhookBlockPrivate: z.boolean().default(false),
+  /**
+   * With webhookBlockPrivate, receivers on a private network that are still called: CIDRs
+   * (10.1.0.0/16, fd00::/8, 127.0.0.1) or host names. @default []
+   */
+  webhookAllow: z.array(z.string().min(1)).default([]),
   /** Standard Webhooks signing secret (whsec_...); generated under the data dir when unset. */
   webhookSecret: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64").optional(),
   /** How long a finished asynchronous job's result stays. @default 1800000 */

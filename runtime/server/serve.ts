@@ -16,6 +16,7 @@ import { Scaler } from "./scaling/scaler.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
+import type { Resolver } from "./webhooks/webhook-address.ts";
 import { openEmbeddedStore, storeOptions, storeUrl } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
 
@@ -45,6 +46,8 @@ export function startServer(options: {
   jobEvents?: JobEvents;
   /** Where the scaler starts workers; local processes by default. */
   provider?: WorkerProvider;
+  /** How webhook hosts are looked up (the system's resolver by default). */
+  resolver?: Resolver;
 }): RunningServer {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -73,7 +76,7 @@ export function startServer(options: {
   };
   const app = createApp(deps);
   const maintenance = startMaintenance({ ...deps, serverId });
-  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
+  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config), resolver: options.resolver });
   const server = Bun.serve({
     port: config.server.port,
     hostname: config.server.host,

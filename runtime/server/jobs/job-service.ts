@@ -69,7 +69,7 @@ export class JobService {
     if (checked && !checked.success) {
       throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
     }
-    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
+    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook, this.#config.server.webhookAllow);
     // The backpressure check runs inside enqueue, so a submission costs the store one step.
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
     // A worker waiting in job-take gets the job in the same write when nothing else is queued.
