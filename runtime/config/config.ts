@@ -56,6 +56,11 @@ export const endpointConfigSchema = z.strictObject({
    * @default 90000 (as /runsync)
    */
   openaiWaitMs: z.number().int().min(1_000).max(LIMITS.runsyncWaitMax).default(LIMITS.runsyncWaitDefault),
+  /**
+   * Hosts a job's s3Config.endpointUrl may name (host or host:port); any host when unset. Workers
+   * write a job's files to that host from their own network.
+   */
+  s3Hosts: z.array(z.string().min(1)).optional(),
   /** Settings handed to the handler (a model path, a device, prices), checked by its own schema. */
   options: z.record(z.string(), z.unknown()).default({}),
   rateLimits: rateLimitsSchema,
