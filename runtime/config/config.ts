@@ -113,10 +113,13 @@ export const serverConfigSchema = z.strictObject({
   webhookRetryDelayMs: z.number().int().min(0).default(10_000),
   /** How long one webhook call may take. @default 10000 */
   webhookTimeoutMs: z.number().int().min(1).default(10_000),
-  /** Refuse webhook URLs on private, loopback and link-local addresses (multi-tenant servers). @default false */
-  webhookBlockPrivate: z.boolean().default(false),
   /**
-   * With webhookBlockPrivate, receivers on a private network that are still called: CIDRs
+   * Refuse webhook URLs on loopback, private, link-local and metadata addresses, but those in
+   * webhookAllow; false calls any address. @default true
+   */
+  webhookBlockPrivate: z.boolean().default(true),
+  /**
+   * Receivers on a private network that are still called: CIDRs
    * (10.1.0.0/16, fd00::/8, 127.0.0.1) or host names. @default []
    */
   webhookAllow: z.array(z.string().min(1)).default([]),

@@ -61,6 +61,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       streamWaitMs: 0,
       // Housekeeping runs when a test calls sweep(), after moving its clock.
       sweepIntervalMs: 3_600_000,
+      // Test receivers listen on loopback.
+      webhookAllow: ["127.0.0.1", "::1"],
       ...options.server,
     },
     // Tests that are not about limits read /requests freely; the limit tests set their own.
