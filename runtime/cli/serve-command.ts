@@ -4,7 +4,9 @@ import { stderrLog } from "../log.ts";
 import { createKey } from "../server/keys/api-keys.ts";
 import { startServer } from "../server/serve.ts";
 import { isCompiled, isHandlerSource } from "../build/executable.ts";
+import { lockDataDir } from "./data-dir-lock.ts";
 import { openStore } from "./open-store.ts";
+import { guardProcess } from "./process-guard.ts";
 
 /** `spool serve [--port N] [--data DIR] [--config FILE]` */
 export async function serveCommand(flags: { port?: string; data?: string; config?: string; store?: string }): Promise<void> {
@@ -13,6 +15,9 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   if (flags.port !== undefined) config.server.port = Number(flags.port);
   if (flags.data !== undefined) config.server.data = flags.data;
   if (flags.store !== undefined) config.server.store = flags.store;
+  // Before the store opens: a second server on this directory stops here, having touched nothing.
+  const lock = lockDataDir(config.server.data);
+  guardProcess(stderrLog);
   const store = await openStore(config);
 
   if ((await store.listKeys()).length === 0) {
@@ -30,6 +35,7 @@ export async function serveCommand(flags: { port?: string; data?: string; config
     stopping = true;
     await server.stop();
     await store.close();
+    lock.release();
     process.exit(0);
   };
   process.on("SIGINT", shutdown);

@@ -68,6 +68,11 @@ export const endpointConfigSchema = z.strictObject({
    * @default 90000 (as /runsync)
    */
   openaiWaitMs: z.number().int().min(1_000).max(LIMITS.runsyncWaitMax).default(LIMITS.runsyncWaitDefault),
+  /**
+   * Hosts a job's s3Config.endpointUrl may name (host or host:port); any host when unset. Workers
+   * write a job's files to that host from their own network.
+   */
+  s3Hosts: z.array(z.string().min(1)).optional(),
   /** Settings handed to the handler (a model path, a device, prices), checked by its own schema. */
   options: z.record(z.string(), z.unknown()).default({}),
   rateLimits: rateLimitsSchema,
@@ -124,8 +129,16 @@ export const serverConfigSchema = z.strictObject({
   webhookRetryDelayMs: z.number().int().min(0).default(10_000),
   /** How long one webhook call may take. @default 10000 */
   webhookTimeoutMs: z.number().int().min(1).default(10_000),
-  /** Refuse webhook URLs on private, loopback and link-local addresses (multi-tenant servers). @default false */
-  webhookBlockPrivate: z.boolean().default(false),
+  /**
+   * Refuse webhook URLs on loopback, private, link-local and metadata addresses, but those in
+   * webhookAllow; false calls any address. @default true
+   */
+  webhookBlockPrivate: z.boolean().default(true),
+  /**
+   * Receivers on a private network that are still called: CIDRs
+   * (10.1.0.0/16, fd00::/8, 127.0.0.1) or host names. @default []
+   */
+  webhookAllow: z.array(z.string().min(1)).default([]),
   /** Standard Webhooks signing secret (whsec_...); generated under the data dir when unset. */
   webhookSecret: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64").optional(),
   /** How long a finished asynchronous job's result stays. @default 1800000 */

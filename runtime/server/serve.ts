@@ -17,6 +17,7 @@ import { StartFailures } from "./scaling/start-failures.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
+import type { Resolver } from "./webhooks/webhook-address.ts";
 import { openEmbeddedStore, storeOptions, storeUrl } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
 
@@ -46,6 +47,8 @@ export function startServer(options: {
   jobEvents?: JobEvents;
   /** Where the scaler starts workers; local processes by default. */
   provider?: WorkerProvider;
+  /** How webhook hosts are looked up (the system's resolver by default). */
+  resolver?: Resolver;
 }): RunningServer {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -79,7 +82,7 @@ export function startServer(options: {
   };
   const app = createApp(deps);
   const maintenance = startMaintenance({ ...deps, serverId });
-  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
+  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config), resolver: options.resolver });
   const server = Bun.serve({
     port: config.server.port,
     hostname: config.server.host,

@@ -58,14 +58,15 @@ export function redisUrl(): Promise<string> {
 
 /**
  * A redis-server of a test's own, which it may pause (SIGSTOP) to play one that stops answering,
- * or restart on the same port (with `aof`, keeping what it held, as a production Redis does).
+ * or restart on the same port (with `aof`, keeping what it held, as a production Redis does);
+ * `args` are more redis-server options.
  */
-export async function startOwnRedis(opts: { aof?: boolean } = {}): Promise<{ url: string; proc: Bun.Subprocess; restart(): Promise<void> } & AsyncDisposable> {
+export async function startOwnRedis(opts: { aof?: boolean; args?: string[] } = {}): Promise<{ url: string; proc: Bun.Subprocess; restart(): Promise<void> } & AsyncDisposable> {
   const program = await redisServerPath();
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "spool-own-redis-"));
   const spawn = () =>
-    Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", opts.aof ? "yes" : "no", "--dir", dir], { stdout: "ignore", stderr: "inherit" });
+    Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", opts.aof ? "yes" : "no", "--dir", dir, ...(opts.args ?? [])], { stdout: "ignore", stderr: "inherit" });
   const url = `redis://127.0.0.1:${port}`;
   const stop = async (proc: Bun.Subprocess) => {
     proc.kill("SIGCONT");

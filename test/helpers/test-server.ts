@@ -6,6 +6,7 @@ import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import type { Resolver } from "../../runtime/server/webhooks/webhook-address.ts";
 import type { WorkerProvider } from "../../runtime/server/scaling/worker-provider.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";
@@ -21,6 +22,8 @@ export interface TestServerOptions {
   log?: Log;
   /** Where the scaler starts workers; local processes by default. */
   provider?: WorkerProvider;
+  /** How the server looks webhook hosts up. */
+  resolver?: Resolver;
   /** The store to serve (closed with the server); a fresh SQLite store in the temp dir by default. */
   store?: Store;
 }
@@ -58,6 +61,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       streamWaitMs: 0,
       // Housekeeping runs when a test calls sweep(), after moving its clock.
       sweepIntervalMs: 3_600_000,
+      // Test receivers listen on loopback.
+      webhookAllow: ["127.0.0.1", "::1"],
       ...options.server,
     },
     // Tests that are not about limits read /requests freely; the limit tests set their own.
@@ -72,7 +77,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const jobEvents = new JobEvents((err) => {
     throw err;
   });
-  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents, provider: options.provider });
+  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents, provider: options.provider, resolver: options.resolver });
   await server.ready;
   // The server's own loops (housekeeping, webhook sender, and the scaler when an endpoint names
   // a handler) each park one sleep on a manual clock. Wait until all of them have, however

@@ -24,6 +24,7 @@ streamWaitMs = 30000
 sweepIntervalMs = 100
 workerLossTimeoutMs = 1500
 rateWindowMs = 600000
+webhookAllow = ["127.0.0.1"]
 webhookSecret = "whsec_${Buffer.from("a shared secret for all servers").toString("base64")}"
 
 [endpoints.echo]

@@ -438,7 +438,7 @@ describe("webhookBlockPrivate", () => {
   ];
 
   test("a webhook on a private, loopback or link-local address is 400 naming webhook, and nothing is queued", async () => {
-    await using srv = await startTestServer({ server: { webhookBlockPrivate: true } });
+    await using srv = await startTestServer({ server: { webhookBlockPrivate: true, webhookAllow: [] } });
     for (const webhook of PRIVATE_WEBHOOKS) {
       for (const route of ["run", "runsync?wait=1000"]) {
         expect({ webhook, route, ...(await send(srv, "POST", `/v2/echo/${route}`, { input: {}, webhook })) }).toEqual({
@@ -464,7 +464,7 @@ describe("webhookBlockPrivate", () => {
   });
 
   test("an IPv4-mapped IPv6 literal of a private address is refused", async () => {
-    await using srv = await startTestServer({ server: { webhookBlockPrivate: true } });
+    await using srv = await startTestServer({ server: { webhookBlockPrivate: true, webhookAllow: [] } });
     for (const webhook of ["http://[::ffff:127.0.0.1]/x", "http://[::ffff:169.254.169.254]/latest/meta-data", "http://[::ffff:10.0.0.1]/x"]) {
       expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({ webhook, ...refusal(400, ["webhook"]) });
     }
@@ -472,7 +472,7 @@ describe("webhookBlockPrivate", () => {
   });
 
   test("a fully qualified localhost. webhook is refused", async () => {
-    await using srv = await startTestServer({ server: { webhookBlockPrivate: true } });
+    await using srv = await startTestServer({ server: { webhookBlockPrivate: true, webhookAllow: [] } });
     for (const webhook of ["http://localhost./x", "http://app.localhost./x"]) {
       expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({ webhook, ...refusal(400, ["webhook"]) });
     }

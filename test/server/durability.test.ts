@@ -41,7 +41,8 @@ async function drain(stream: ReadableStream<Uint8Array>, sink: { text: string },
 /** `configToml`: by default one endpoint with no handler, so this test is its only worker. */
 async function startSpool(dataDir: string, configToml = "[endpoints.echo]\n"): Promise<Spool> {
   const config = join(dataDir, "endpoints.toml");
-  await Bun.write(config, configToml);
+  // The test's webhooks go to loopback.
+  await Bun.write(config, configToml.startsWith("[server]\n") ? configToml.replace("[server]\n", '[server]\nwebhookAllow = ["127.0.0.1"]\n') : `[server]\nwebhookAllow = ["127.0.0.1"]\n${configToml}`);
   const proc = Bun.spawn([process.execPath, "runtime/cli.ts", "serve", "--port", "0", "--data", dataDir, "--config", config], {
     cwd: ROOT,
     stdin: "ignore",

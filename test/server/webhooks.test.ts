@@ -149,7 +149,7 @@ describe("webhooks", () => {
       await store.close();
 
       const server = startServer({
-        config: parseConfig({ server: { port: 0, host: "127.0.0.1", data: dataDir }, endpoints: { echo: {} } }),
+        config: parseConfig({ server: { port: 0, host: "127.0.0.1", data: dataDir, webhookAllow: ["127.0.0.1"] }, endpoints: { echo: {} } }),
         log: silentLog,
       });
       try {

@@ -87,7 +87,11 @@ export class JobService {
     if (checked && !checked.success) {
       throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
     }
-    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook);
+    const s3Host = request.s3Config && new URL(request.s3Config.endpointUrl).host.toLowerCase();
+    if (s3Host && endpoint.s3Hosts && !endpoint.s3Hosts.some((h) => h.toLowerCase() === s3Host)) {
+      throw new HttpError(400, `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
+    }
+    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook, this.#config.server.webhookAllow);
     const refused = this.#refusal?.(endpointId);
     if (refused) throw refused;
     // The backpressure check runs inside enqueue, so a submission costs the store one step.

@@ -219,14 +219,12 @@ export class Scaler {
     void handle.exited.then(async (code) => {
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
-      // so health never counts it idle in between.
-      try {
-        await store.forgetWorker(workerId);
-      } finally {
-        state.workers.delete(workerId);
-        this.#byId.delete(workerId);
-        this.#gpus.release(gpus);
-      }
+      // so health never counts it idle in between; a store that cannot answer now only delays
+      // this (the heartbeat timeout covers the worker).
+      await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
+      state.workers.delete(workerId);
+      this.#byId.delete(workerId);
+      this.#gpus.release(gpus);
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });

@@ -57,27 +57,69 @@ export function isPrivateAddress(ip: string): boolean {
   return (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xff00) === 0xff00;
 }
 
-/** Resolves the URL's host and says whether any of its addresses is private. */
-export async function resolvesPrivate(url: string): Promise<boolean> {
-  // A trailing dot names the same host (localhost. is localhost).
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "");
-  if (isIP(host)) return isPrivateAddress(host);
-  if (host === "localhost" || host.endsWith(".localhost")) return true;
-  try {
-    // Bounded, so a slow resolver cannot hold a webhook call past its lease.
-    const addresses = await Promise.race([
-      lookup(host, { all: true }),
-      Bun.sleep(DNS_TIMEOUT_MS).then(() => Promise.reject(new Error("DNS lookup timed out"))),
-    ]);
-    return addresses.some((a) => isPrivateAddress(a.address));
-  } catch {
-    return false; // unresolvable now: delivery will fail and be retried like any network error
-  }
+/** Looks a host name up: every address it has now. */
+export type Resolver = (host: string) => Promise<{ address: string }[]>;
+export const systemResolver: Resolver = (host) => lookup(host, { all: true });
+
+/** True when `ip` is in the CIDR `range` (a.b.c.d/n or an IPv6 range; a bare address is /32 or /128). */
+function inRange(ip: string, range: string): boolean {
+  const [base, bitsText] = range.split("/");
+  if (!base || isIP(base) === 0 || isIP(base) !== isIP(ip)) return false;
+  const width = isIP(ip) === 4 ? 32 : 128;
+  const bits = bitsText === undefined ? width : Number(bitsText);
+  const value = (a: string) =>
+    isIP(a) === 4 ? BigInt(v4(a)) : (v6Groups(a) ?? []).reduce((n, g) => (n << 16n) | BigInt(g), 0n);
+  const shift = BigInt(width - bits);
+  return value(ip) >> shift === value(base) >> shift;
 }
 
-/** 400 for a webhook on a private or loopback address (when the server refuses those). */
-export async function refusePrivateWebhook(url: string): Promise<void> {
-  if (await resolvesPrivate(url)) {
+/** Where a webhook call may go: the one address to connect to, or why it is refused. */
+export type WebhookTarget = { address: string } | { refused: string };
+
+/**
+ * Resolves the URL's host once and picks the address to call: refused when any address it has is
+ * loopback, private, link-local or reserved, unless the host name or every such address is in
+ * `allow` (CIDRs or host names). The call then goes to this address, so a name that answers
+ * differently the next time (DNS rebinding) cannot turn it inward.
+ */
+export async function webhookTarget(url: string, allow: readonly string[], resolve: Resolver = systemResolver): Promise<WebhookTarget> {
+  // A trailing dot names the same host (localhost. is localhost).
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+  const named = allow.some((entry) => entry.toLowerCase() === host);
+  let addresses: string[];
+  if (isIP(host)) addresses = [host];
+  else if (!named && (host === "localhost" || host.endsWith(".localhost"))) return { refused: "loopback host name" };
+  else {
+    try {
+      // Bounded, so a slow resolver cannot hold a webhook call past its lease.
+      const found = await Promise.race([
+        resolve(host),
+        Bun.sleep(DNS_TIMEOUT_MS).then(() => Promise.reject(new Error("DNS lookup timed out"))),
+      ]);
+      addresses = found.map((a) => a.address);
+    } catch (err) {
+      return { refused: `cannot resolve ${host}: ${(err as Error).message}` };
+    }
+  }
+  if (addresses.length === 0) return { refused: `${host} has no address` };
+  const inward = addresses.find((a) => isPrivateAddress(a) && !named && !allow.some((r) => inRange(a, r)));
+  if (inward) return { refused: `${host} resolves to ${inward}, a private, loopback or link-local address not in webhookAllow` };
+  return { address: addresses[0]! };
+}
+
+/** The request that reaches `address` for `url`: the same path, with the name's Host and TLS name. */
+export function pinnedRequest(url: string, address: string): { url: string; host: string; serverName: string } {
+  const u = new URL(url);
+  const host = u.host;
+  const serverName = u.hostname.replace(/^\[|\]$/g, "");
+  u.hostname = isIP(address) === 6 ? `[${address}]` : address;
+  return { url: u.toString(), host, serverName };
+}
+
+/** 400 for a webhook this server would refuse to call. */
+export async function refusePrivateWebhook(url: string, allow: readonly string[], resolve?: Resolver): Promise<void> {
+  const target = await webhookTarget(url, allow, resolve);
+  if ("refused" in target && !target.refused.startsWith("cannot resolve")) {
     throw new HttpError(400, "invalid job request: webhook: private, loopback and link-local addresses are not allowed on this server");
   }
 }

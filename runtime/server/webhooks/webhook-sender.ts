@@ -2,7 +2,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { jobResponse } from "../jobs/job-view.ts";
 import { topics } from "../store/store-events.ts";
 import type { WebhookDelivery } from "../store/store.ts";
-import { resolvesPrivate } from "./webhook-address.ts";
+import { pinnedRequest, systemResolver, webhookTarget, type Resolver } from "./webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /** The first attempt and exactly 2 more (the specification's retry rule). */
@@ -15,9 +15,9 @@ const MAX_IN_FLIGHT = 64;
  * Delivers the webhook calls the store owes, apart from the job path: a slow receiver delays
  * nothing but its own call. Due calls are leased, so with several servers each goes out once.
  */
-export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: () => Promise<void> } {
+export function startWebhookSender(deps: AppDeps & { secret: string; resolver?: Resolver }): { stop: () => Promise<void> } {
   const { store, clock, config, log } = deps;
-  const { webhookRetryDelayMs, webhookTimeoutMs, webhookBlockPrivate } = config.server;
+  const { webhookRetryDelayMs, webhookTimeoutMs, webhookBlockPrivate, webhookAllow } = config.server;
   const stopped = new AbortController();
   /** Earliest retry this sender scheduled: it sleeps no longer than that. */
   let nextRetryAt = Number.POSITIVE_INFINITY;
@@ -30,13 +30,21 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
   });
 
   async function attempt(d: WebhookDelivery): Promise<string | null> {
-    if (webhookBlockPrivate && (await resolvesPrivate(d.url))) return "the URL resolves to a private address";
+    let url = d.url;
+    let pinned: { host: string; serverName: string } | undefined;
+    if (webhookBlockPrivate) {
+      const target = await webhookTarget(d.url, webhookAllow, deps.resolver ?? systemResolver);
+      if ("refused" in target) return target.refused.startsWith("cannot resolve") ? target.refused : `refused: ${target.refused}`;
+      ({ url, ...pinned } = pinnedRequest(d.url, target.address));
+    }
     const body = JSON.stringify(jobResponse(d.job));
     const headers = signWebhook(deps.secret, `msg_${d.id}`, Math.floor(clock.now() / 1000), body);
     try {
-      const res = await fetch(d.url, {
+      const res = await fetch(url, {
         method: "POST",
-        headers: { "content-type": "application/json", "user-agent": "spool-webhooks", ...headers },
+        // Pinned: the address that was checked, with the name's Host and TLS name.
+        ...(pinned ? { tls: { serverName: pinned.serverName } } : {}),
+        headers: { "content-type": "application/json", "user-agent": "spool-webhooks", ...(pinned ? { host: pinned.host } : {}), ...headers },
         body,
         redirect: "manual",
         signal: AbortSignal.timeout(webhookTimeoutMs),
@@ -57,7 +65,7 @@ export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: 
       return;
     }
     const attempts = d.attempts + 1;
-    if (attempts >= WEBHOOK_ATTEMPTS || problem.includes("private address")) {
+    if (attempts >= WEBHOOK_ATTEMPTS || problem.startsWith("refused: ")) {
       log.warn("webhook given up", { jobId: d.job.id, attempts, problem });
       deps.metrics?.webhook("given_up");
       return store.deliveryDone(d.id);

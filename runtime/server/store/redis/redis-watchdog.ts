@@ -34,23 +34,29 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
   // connects first (one attempt at a time, bounded by the client's connection timeout).
   let closed = false;
   let stopped = false;
-  let reconnecting: Promise<void> | undefined;
+  /** The attempt under way; it answers why it failed (undefined once connected). */
+  let reconnecting: Promise<StoreUnavailableError | undefined> | undefined;
+  // Bounded: a connect to a Redis that is down can otherwise wait on Bun's own retries for ever.
   const reconnect = () =>
-    (reconnecting ??= client.connect().then(
+    (reconnecting ??= Promise.race([client.connect(), Bun.sleep(timeoutMs).then(() => Promise.reject(new Error("timeout")))]).then(
       () => {
         reconnecting = undefined;
         closed = false;
         if (stopped) client.close(); // the store closed while this connected
+        return undefined;
       },
-      () => void (reconnecting = undefined),
+      (err) => {
+        reconnecting = undefined;
+        return notReady(err) ?? new StoreUnavailableError(`Redis refuses connections (down or restarting: ${String((err as Error)?.message ?? err)})`);
+      },
     ));
   client.onclose = () => void (closed = true);
   const unavailable = () => new StoreUnavailableError(`Redis did not answer within ${timeoutMs} ms`);
   client.send = (async (command: string, args: string[]) => {
     if (closed && !client.connected) {
       if (stopped) throw new StoreUnavailableError("the Redis store is closed");
-      await reconnect();
-      if (!client.connected) throw unavailable();
+      const failed = await reconnect();
+      if (!client.connected) throw failed ?? new StoreUnavailableError("Redis refuses connections (down or restarting)");
     }
     const trip = trips;
     const pending = send(command, args); // a call refused at once (bad arguments) is never counted
@@ -59,7 +65,8 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
       (reply) => (settled(), reply),
       (err) => {
         settled();
-        throw trips !== trip || !client.connected ? unavailable() : err;
+        if (trips !== trip) throw unavailable();
+        throw notReady(err) ?? (client.connected ? err : new StoreUnavailableError("the connection to Redis was closed or reset"));
       },
     );
   }) as RedisClient["send"];
@@ -79,4 +86,22 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
       clearInterval(timer);
     },
   };
+}
+
+/**
+ * Redis's own answers that mean "not now" rather than "wrong": the store is 503 while they last.
+ * LOADING: a restarted Redis reads its data back; READONLY: after a failover this connection
+ * reaches a replica; MASTERDOWN: a replica lost its primary; connection errors: down or restarting.
+ */
+export function notReady(err: unknown): StoreUnavailableError | undefined {
+  const message = String((err as Error | undefined)?.message ?? err);
+  const code = (err as { code?: string } | undefined)?.code ?? "";
+  if (message.startsWith("LOADING")) return new StoreUnavailableError("Redis is loading its data after a restart");
+  if (message.startsWith("READONLY")) return new StoreUnavailableError("Redis is a read-only replica (after a failover?)");
+  if (message.startsWith("MASTERDOWN")) return new StoreUnavailableError("Redis is a replica that lost its primary");
+  if (/ECONNREFUSED|Connection refused/i.test(`${code} ${message}`)) return new StoreUnavailableError("Redis refuses connections (down or restarting)");
+  if (/CONNECTION_CLOSED|ECONNRESET|SOCKET_CLOSED|Connection (closed|reset)/i.test(`${code} ${message}`)) {
+    return new StoreUnavailableError("the connection to Redis was closed or reset");
+  }
+  return undefined;
 }

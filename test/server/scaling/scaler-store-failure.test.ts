@@ -1,0 +1,42 @@
+import { expect, test } from "bun:test";
+import { resolve } from "node:path";
+import { MemoryLog } from "../../../runtime/log.ts";
+import { LocalProcessProvider } from "../../../runtime/server/scaling/local-process-provider.ts";
+import type { WorkerHandle, WorkerSpec } from "../../../runtime/server/scaling/worker-provider.ts";
+import { RedisStore } from "../../../runtime/server/store/redis/redis-store.ts";
+import { startOwnRedis } from "../../helpers/redis-server.ts";
+import { startTestServer } from "../../helpers/test-server.ts";
+import { until } from "../../helpers/until.ts";
+import { RETENTION } from "../../store/store-suite.ts";
+
+const HOLD = resolve(import.meta.dir, "../../fixtures/hold-fixture.ts");
+
+/** Local worker processes whose handles the test keeps, to end one itself. */
+class KeptProvider extends LocalProcessProvider {
+  readonly handles: WorkerHandle[] = [];
+  override start(spec: WorkerSpec): WorkerHandle {
+    const handle = super.start(spec);
+    this.handles.push(handle);
+    return handle;
+  }
+}
+
+test("a worker that exits while Redis does not answer (the store fails inside the scaler's exit path) is logged, and the server goes on answering", async () => {
+  await using redis = await startOwnRedis();
+  const store = await RedisStore.connect(redis.url, { retention: RETENTION }, "{exitpath}:", 300);
+  const log = new MemoryLog();
+  const provider = new KeptProvider();
+  await using srv = await startTestServer({ store, log, provider, server: { scaleIntervalMs: 3_600_000 }, endpoints: { ep: { handler: HOLD, workersMin: 1 } } });
+  await until(() => provider.handles.length === 1, "the scaler to start the floor's worker");
+  redis.proc.kill("SIGSTOP");
+  try {
+    provider.handles[0]!.kill();
+    await provider.handles[0]!.exited;
+    await until(() => log.lines.some((l) => l.includes("could not forget an ended worker")), "the failure to be logged");
+  } finally {
+    redis.proc.kill("SIGCONT");
+  }
+  await until(async () => (await srv.call("GET", "/v2/ep/health")).status === 200, "the server to answer once Redis does");
+  const line = JSON.parse(log.lines.find((l) => l.includes("could not forget an ended worker"))!);
+  expect(line).toMatchObject({ level: "warn", endpointId: "ep", error: "StoreUnavailableError: Redis did not answer within 300 ms" });
+});
