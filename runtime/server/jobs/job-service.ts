@@ -1,28 +1,18 @@
-import type { z } from "zod";
 import type { Clock } from "../../clock.ts";
 import { findEndpoint, type Config } from "../../config/config.ts";
-import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
-import { BACKPRESSURE, isFinal, LIMITS } from "../../protocol/limits.ts";
+import type { JobRequest } from "../../protocol/job-request.ts";
+import { BACKPRESSURE, isFinal } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type NewJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
+import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
-import { bodyHash, idempotencyConflict } from "./idempotency.ts";
-import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
+import { idempotencyConflict } from "./idempotency.ts";
+import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
 
-/** What a submission carries besides its request body. */
-export interface SubmitOptions {
-  keyId: string;
-  /** runsync, status-sync and the OpenAI routes: the job is kept for the sync retention. */
-  sync: boolean;
-  /** Turns a failed input-schema check into the route's error (400 "Invalid parameter" by default). */
-  invalid?: (error: z.ZodError) => Error;
-  /** The request's Idempotency-Key header: a live job submitted with it by the same key is answered instead. */
-  idempotencyKey?: string;
-}
+export type { SubmitOptions } from "./submission.ts";
 
 /** A job-take waiting on this server: a submission may hand it a job directly. */
 interface Taker {
@@ -83,15 +73,8 @@ export class JobService {
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const loading = this.#inputSchemas?.get(endpointId);
     const schema = loading instanceof Promise ? await loading : loading;
-    const checked = schema?.safeParse(request.input);
-    if (checked && !checked.success) {
-      throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
-    }
-    const s3Host = request.s3Config && new URL(request.s3Config.endpointUrl).host.toLowerCase();
-    if (s3Host && endpoint.s3Hosts && !endpoint.s3Hosts.some((h) => h.toLowerCase() === s3Host)) {
-      throw new HttpError(400, `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
-    }
-    if (request.webhook && this.#config.server.webhookBlockPrivate) await refusePrivateWebhook(request.webhook, this.#config.server.webhookAllow);
+    const checking = checkSubmission(this.#config, endpoint, schema, request, options);
+    if (checking) await checking;
     const refused = this.#refusal?.(endpointId);
     if (refused) throw refused;
     // The backpressure check runs inside enqueue, so a submission costs the store one step.
@@ -103,22 +86,7 @@ export class JobService {
     // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
     // end of the store's id index instead of on a random page, so a commit writes fewer pages.
     const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
-    const newJob: NewJob = {
-      id,
-      endpointId,
-      input: request.input,
-      webhook: request.webhook,
-      policy: {
-        executionTimeout: request.policy?.executionTimeout ?? endpoint.executionTimeout,
-        lowPriority: request.policy?.lowPriority ?? false,
-        ttl: request.policy?.ttl ?? LIMITS.ttlDefault,
-      },
-      s3Config: request.s3Config,
-      sync: options.sync,
-      keyId: options.keyId,
-    };
-    // Only when the header came: a submission without one costs nothing more.
-    if (options.idempotencyKey !== undefined) newJob.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request) };
+    const newJob = newJobOf(id, endpointId, endpoint, request, options);
     const job = await this.#store.enqueue(
       newJob,
       this.#clock.now(),
