@@ -155,7 +155,7 @@ describe("several servers on one Redis", () => {
     expect(receiver.calls.map((c) => JSON.parse(c.body).id).sort()).toEqual([...ids, last].sort());
   });
 
-  test("exactly one server holds the duties; when it dies another takes them over, and no job is lost", async () => {
+  test("the duties lease has a holder that applies the worker-loss rule; when every server dies a restarted one takes them over, and no job is lost", async () => {
     const redis = new Bun.RedisClient(store.replace(/\?.*$/, ""));
     const prefix = `{${new URL(store).searchParams.get("prefix")}}:`;
     const holder = await until(async () => (await redis.send("GET", [`${prefix}lease:duties`])) as string | null, "a lease holder");
