@@ -19,7 +19,7 @@ test("one spool serve per data directory: a second exits at once naming the hold
     const second = Bun.spawnSync([process.execPath, CLI, "serve", "--port", "0", "--data", data, "--config", config], { stderr: "pipe" });
     expect(second.exitCode).toBe(2);
     expect(second.stderr.toString()).toBe(
-      `spool: data directory ${data} is in use by another spool serve (pid ${first.proc.pid}): stop it, or give this one its own --data\n`,
+      `spool: data directory ${data} is in use by another spool serve (pid ${first.proc.pid}): stop it, or give this one its own --data\n(spool serve --help lists its options)\n`,
     );
 
     for (const args of [["keys", "list"], ["usage"]]) {

@@ -147,10 +147,12 @@ async function chaosRun(kind: StoreKind, servers: number) {
   expect(results).toEqual(expected);
   expect({ takenAfterDone: tally.takenAfterDone, otherAnswers: tally.otherAnswers }).toEqual({ takenAfterDone: [], otherAnswers: [] });
 
-  // A result for an ended job is answered (runpod-python would lose it on a 4xx) and changes nothing.
+  // A late result for an ended job, from the worker that ran it, is answered (runpod-python would
+  // lose it on a 4xx) and changes nothing.
   for (const id of tally.accepted.keys()) {
     const node = nodes[Math.floor(plan() * servers)]!;
-    const res = await fetch(`${node.url}/v2/echo/job-done/late-worker/${id}?gpu=test&isStream=false`, {
+    const ranIt = ((results[id] as [number, { workerId: string }])[1]).workerId;
+    const res = await fetch(`${node.url}/v2/echo/job-done/${ranIt}/${id}?gpu=test&isStream=false`, {
       method: "POST",
       headers: { authorization: key },
       body: JSON.stringify({ output: { doubled: -1 } }),

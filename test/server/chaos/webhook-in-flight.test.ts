@@ -12,6 +12,7 @@ import { spoolCluster, type StoreKind } from "./spool-process.ts";
 // test can only be the lease of the cut-off call running out.
 const CONFIG = `
 [server]
+webhookAllow = ["127.0.0.1"]
 webhookTimeoutMs = 1500
 webhookRetryDelayMs = 3600000
 
