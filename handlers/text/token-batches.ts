@@ -89,6 +89,8 @@ export async function* tokenBatches(
       }
     }
   } finally {
+    // An event still awaited after a time flush: its failure has no one left to hear it.
+    pending?.catch(() => {});
     // A consumer that stops early (a cancelled job) ends the generation and frees its sequence.
     await events.return(undefined as never);
   }
