@@ -35,7 +35,7 @@ export async function devCommand(positionals: string[], values: { port?: string;
     { stdio: ["ignore", "inherit", "inherit"] },
   );
   console.log(`Spool dev: ${server.url}/v2/${endpoint} with a worker for ${target}; dashboard: ${server.url}/dashboard`);
-  console.log(`API key for this session:\n${key}`);
+  console.log(`API key for this dev server:\n${key}`);
   const stop = async () => {
     worker.kill("SIGTERM");
     await worker.exited;
