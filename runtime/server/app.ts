@@ -13,7 +13,7 @@ import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 import { WorkerSteps } from "./routes/worker-steps.ts";
 import { ClientSteps } from "./routes/client-steps.ts";
-import { hotPaths } from "./routes/hot-paths.ts";
+import { jobPathRoutes } from "./routes/job-path-routes.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 import { scalingRoutes } from "./scaling/scaling-routes.ts";
@@ -22,54 +22,59 @@ import { scalingRoutes } from "./scaling/scaling-routes.ts";
 export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<Response>) => Promise<Response>;
 
 /**
- * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Its
- * fetch answers the requests of a job's path (routes/hot-paths.ts) before Hono's router sees
- * them, with the same checks and answers as the Hono routes below. Whatever every request must
- * pass (a CORS answer, a request id, an access log) goes in `middleware`, which wraps both: a Hono
- * `app.use` would miss the job path.
+ * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Every
+ * route is registered here, once: the job path's (routes/job-path-routes.ts), which make their
+ * own checks, then the rest behind Hono middleware. Whatever every request must pass (a CORS
+ * answer, a request id, an access log) goes in `middleware`, which wraps the app's fetch and so
+ * every route.
  */
 export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: RequestMiddleware[] }): Hono<AppEnv> {
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
-  const app = new Hono<AppEnv>();
   const metrics = deps.metrics ?? new ServerMetrics(deps);
-  app.use(countRequests(metrics));
   const access = new Access(deps);
   const steps = new WorkerSteps(deps);
   const clientSteps = new ClientSteps(deps);
+  const answerError = errorAnswer(log);
 
+  // Every other route, behind the Hono middleware that counts, authenticates and authorizes.
+  const rest = new Hono<AppEnv>();
+  rest.use(countRequests(metrics));
   const v2 = new Hono<AppEnv>();
-
   // Authentication comes first, so an unknown key learns nothing about jobs or endpoints here
   // (the public /openapi.json does list the endpoints and their inputs).
   v2.use(authenticate(deps, access));
   v2.use("/:endpoint/*", authorize(deps, access));
-
   v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
-  v2.route("/:endpoint", clientRoutes(deps, clientSteps));
+  v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files, steps.presence));
   v2.route("/:endpoint", scalingRoutes(deps));
-  app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
-  app.route("/v2", v2);
-  app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
-  app.route("/", metricsRoutes(deps, metrics));
-  app.route("/", openapiRoutes(deps));
-  app.route("/dashboard/api", dashboardApi(deps));
+  rest.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
+  rest.route("/v2", v2);
+  rest.route("/files", fileDownloadRoutes(deps, deps.localFiles));
+  rest.route("/", metricsRoutes(deps, metrics));
+  rest.route("/", openapiRoutes(deps));
+  rest.route("/dashboard/api", dashboardApi(deps));
+  rest.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
+  rest.onError((err, c) => answerError(err, c.req.raw));
 
-  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
-
-  const answerError = errorAnswer(log);
+  // The job path's routes make the middleware's checks themselves, so Hono calls each handler
+  // alone, and most of their requests are matched before Hono's router (jobPath.match); a request
+  // they do not match (or hand on: a status asked as events) goes to `rest`.
+  const jobPath = jobPathRoutes(deps, access, { client: clientSteps, worker: steps }, metrics);
+  const app = new Hono<AppEnv>();
+  app.route("/", jobPath.routes);
+  app.notFound((c) => rest.fetch(c.req.raw, c.env));
   app.onError((err, c) => answerError(err, c.req.raw));
 
-  const hot = hotPaths(deps, access, { client: clientSteps, worker: steps }, metrics);
-  const honoFetch = app.fetch;
+  const routed = app.fetch;
+  const route = (req: Request, env: unknown, ctx: unknown) => jobPath.match(req) ?? routed(req, env as never, ctx as never);
   const chain = appDeps.middleware ?? [];
   app.fetch = !chain.length
-    ? (req, env, ctx) => hot(req) ?? honoFetch(req, env, ctx)
+    ? route
     : (req, env, ctx) => {
-        const route = (r: Request) => hot(r) ?? Promise.resolve(honoFetch(r, env, ctx));
-        const through = (i: number) => (r: Request): Promise<Response> => (i < chain.length ? chain[i]!(r, through(i + 1)) : route(r));
+        const through = (i: number) => (r: Request): Promise<Response> => (i < chain.length ? chain[i]!(r, through(i + 1)) : Promise.resolve(route(r, env, ctx)));
         return through(0)(req);
       };
   return app;

@@ -36,8 +36,8 @@ const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entrie
 
 /**
  * The checks every /v2 request passes, as plain functions of the request's parts: the Hono
- * middleware below and the hot paths (routes/hot-paths.ts) both call them, so the two give the
- * same answers in the same order.
+ * middleware below and the job path's routes (routes/job-path-routes.ts) both call them, so the
+ * two give the same answers in the same order.
  */
 export class Access {
   readonly #deps: AppDeps;

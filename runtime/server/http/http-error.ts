@@ -7,7 +7,7 @@ const OUTAGE_LOG_MS = 10_000;
 
 /**
  * The one error type routes throw; onError answers it as {"error": message} with its status.
- * It is an answer, not a fault: it carries no stack (capturing one was 5% of an authorized 404).
+ * It is an answer, not a fault: it carries no stack, which would cost every refused request.
  */
 export class HttpError extends Error {
   override name = "HttpError";

@@ -19,8 +19,8 @@ export type WebhookOutcome = "delivered" | "retried" | "given_up";
 
 /**
  * Counts by label values, kept as plain numbers and handed to a prom-client counter only when
- * scraped: a count costs a map lookup instead of prom-client's hashing of its labels, which was
- * 4% of the server's CPU under load (one count per request and two per job).
+ * scraped: a count costs a map lookup instead of prom-client's hashing of its labels (there is
+ * one count per request and two per job).
  */
 class Tally<L extends string> {
   readonly #counts = new Map<string, { labels: Record<L, string>; n: number }>();

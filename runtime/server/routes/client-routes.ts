@@ -5,21 +5,12 @@ import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { HttpError, jobNotFound } from "../http/http-error.ts";
 import { jobResponse, jobResponseJson } from "../jobs/job-view.ts";
 import { jsonText } from "./json-text.ts";
-import type { ClientSteps } from "./client-steps.ts";
-import { intQuery, limitBody } from "../http/request-input.ts";
+import { intQuery } from "../http/request-input.ts";
 
-/** The client side of /v2/<endpoint_id>: submit, poll, stream, cancel, retry, purge, health. */
-export function clientRoutes(deps: RouteDeps, steps: ClientSteps): Hono<AppEnv> {
+/** The client side of /v2/<endpoint_id> besides run, runsync and status (job-path-routes.ts): wait, stream, cancel, retry, purge, health, requests. */
+export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();
-
-  app.post("/run", limitBody(LIMITS.runBodyBytes), async (c) => jsonText(c, await steps.run(c.get("endpointId"), c.get("key"), c.req.raw)));
-
-  app.post("/runsync", limitBody(LIMITS.runsyncBodyBytes), async (c) =>
-    jsonText(c, await steps.runsync(c.get("endpointId"), c.get("key"), c.req.raw, c.req.query("wait"))),
-  );
-
-  app.get("/status/:id", async (c) => jsonText(c, await steps.status(c.get("endpointId"), c.get("key"), c.req.param("id"), c.req.query("ttl"))));
 
   app.get("/status-sync/:id", async (c) => {
     const id = c.req.param("id");

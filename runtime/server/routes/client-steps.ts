@@ -7,9 +7,8 @@ import { idempotencyKey, intQuery, readJobRequest } from "../http/request-input.
 import type { ApiKeyRecord } from "../store/store.ts";
 
 /**
- * The client requests of RunPod's job API that the hot paths also answer (run, runsync, status),
- * as functions of the request's parts, each returning its 200 answer as JSON text: the Hono
- * routes (client-routes.ts) and the hot paths (hot-paths.ts) share them.
+ * The client requests of a job's path (run, runsync, status), as functions of the request's
+ * parts, each returning its 200 answer as JSON text (routes/job-path-routes.ts).
  */
 export class ClientSteps {
   readonly #deps: RouteDeps;

@@ -1,37 +1,22 @@
 import { Hono, type Context } from "hono";
 import { jobStreamSchema, type JobStopResponse } from "../../protocol/worker-wire.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { intQuery, limitBody, readJson, validate } from "../http/request-input.ts";
+import { limitBody, readJson, validate } from "../http/request-input.ts";
 import { topics } from "../store/store-events.ts";
-import { jsonText } from "./json-text.ts";
 import { splitChunk } from "../../protocol/stream-chunks.ts";
 import { waitFor } from "../jobs/wait-for.ts";
-import { MAX_BATCH, MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
+import { MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
 
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
 const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
 
-/** The worker protocol of runpod-python: take, done, stream, ping, stop. */
+/** The worker protocol of runpod-python besides take and done (routes/job-path-routes.ts): stream, ping, stop. */
 export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const wake = { events: store.events, clock };
   const presence = steps.presence;
   const app = new Hono<AppEnv>();
-
-  const taken = (c: Context<AppEnv>, text: string | null) => (text === null ? c.body(null, 204) : jsonText(c, text));
-
-  app.get("/job-take/:worker", async (c) => taken(c, await steps.take(c.get("endpointId"), c.get("key").id, segment(c, "worker"), 1, false, c.req.raw.signal)));
-
-  app.get("/job-take-batch/:worker", async (c) => {
-    const size = intQuery(c.req.query("batch_size"), "batch_size", 1, MAX_BATCH, 1);
-    return taken(c, await steps.take(c.get("endpointId"), c.get("key").id, segment(c, "worker"), size, true, c.req.raw.signal));
-  });
-
-  app.post("/job-done/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
-    await steps.done(c.get("endpointId"), c.get("key").id, segment(c, "worker"), segment(c, "job"), c.req.raw, c.req.query("isStream") === "true");
-    return c.json({});
-  });
 
   app.post("/job-stream/:worker/:job", limitBody(MAX_RESULT_BYTES), async (c) => {
     const workerId = segment(c, "worker");

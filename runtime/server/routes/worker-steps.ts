@@ -36,8 +36,7 @@ export const pathSegment = (value: string) => value.split("&")[0]!;
 
 /**
  * The worker protocol's steps every job goes through (take, done) as functions of the request's
- * parts, shared by the Hono routes (worker-routes.ts) and the hot paths (hot-paths.ts), with the
- * worker presence both record.
+ * parts (routes/job-path-routes.ts), with the worker presence every worker route records.
  */
 export class WorkerSteps {
   readonly presence: WorkerPresence;

@@ -10,8 +10,7 @@ import { finishJob } from "./sqlite-finish.ts";
 
 /**
  * Until this many queued jobs (on all endpoints) keep theirs, a submission's job stays in memory
- * until it is claimed, which then skips reading its row back (about 5% of the server's CPU a
- * no-op job): a deep backlog keeps at most this many (inputs of at most INPUT_APART_CHARS), its
+ * until it is claimed, which then skips reading its row back: a deep backlog keeps at most this many (inputs of at most INPUT_APART_CHARS), its
  * later jobs are read back as before.
  */
 const KEEP_WRITTEN_AT_MOST = 10_000;
