@@ -1,5 +1,4 @@
 import type { MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { describeIssues, jobRequestSchema, type JobRequest } from "../../protocol/job-request.ts";
 import { HttpError } from "./http-error.ts";
