@@ -164,7 +164,14 @@ describe("the job path's routes", () => {
       fetch(`${srv.url}/v2/echo/run`, {
         method: "POST",
         headers: auth ? { authorization: `Bearer ${srv.key}` } : {},
-        body: new Blob([JSON.stringify({ input: { s: "x".repeat(size) } })]).stream(),
+        // A stream of 1 MiB parts, sent chunked: no content-length.
+        body: new ReadableStream({
+          start(controller) {
+            const bytes = new TextEncoder().encode(JSON.stringify({ input: { s: "x".repeat(size) } }));
+            for (let i = 0; i < bytes.length; i += 1 << 20) controller.enqueue(bytes.subarray(i, i + (1 << 20)));
+            controller.close();
+          },
+        }),
       });
     const small = await chunked(10, true);
     expect(small.status).toBe(200);
