@@ -35,6 +35,8 @@ export interface StartFailuresDeps {
 
 /** Retry-After for an endpoint whose outside workers report start failures: when one may have been restarted. */
 const REPORTED_RETRY_MS = 10_000;
+/** Queued jobs failed a store call: a long queue never holds the store (Redis: every server) in one step. */
+const FAIL_BATCH = 500;
 
 /**
  * Workers that exit before they are ready, per endpoint: consecutive failed starts since a
@@ -122,9 +124,14 @@ export class StartFailures {
       runpod_version: "spool",
     });
     try {
-      const ended = await store.failQueued(endpointId, error, clock.now());
-      for (const job of ended) jobEvents.emit({ type: "ended", job });
-      if (ended.length) log.warn("failed the queued jobs of an endpoint whose workers cannot start", { endpointId, jobs: ended.length });
+      let failed = 0;
+      for (;;) {
+        const ended = await store.failQueued(endpointId, error, clock.now(), FAIL_BATCH);
+        for (const job of ended) jobEvents.emit({ type: "ended", job });
+        failed += ended.length;
+        if (ended.length < FAIL_BATCH) break;
+      }
+      if (failed) log.warn("failed the queued jobs of an endpoint whose workers cannot start", { endpointId, jobs: failed });
     } catch (err) {
       log.error("could not fail the queued jobs of an endpoint whose workers cannot start", { endpointId, error: String(err) });
     }
