@@ -182,11 +182,11 @@ export class Scaler {
 
     // Scale down: idle workers past idleTimeout, oldest idle first, never below the floor.
     const floor = floorWorkers(input);
+    const idleMs = config.idleTimeout * 1000;
     const idle = live
       .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
       .filter((x) => x.info && x.info.running === 0 && !x.w.handle.overdue?.() && now - x.since >= idleMs)
       .sort((a, b) => a.since - b.since);
-    const idleMs = config.idleTimeout * 1000;
     let count = holder ? current : live.length + othersKept(state.workers, stats, idleMs, now);
     for (const x of idle) {
       if (count <= floor) break;

@@ -42,11 +42,11 @@ describe("GpuPlacement", () => {
   });
 
   test("shared workers go to the fullest device they fit on, keeping whole devices free", () => {
-    const gpus = new GpuPlacement([{ id: "0", memoryMb: H100 }, { id: "1", memoryMb: H100 }]);
-    expect(gpus.take({ gpus: 1, memoryMb: 30_000 })!.ids).toEqual(["0"]);
-    expect(gpus.take({ gpus: 1, memoryMb: 30_000 })!.ids).toEqual(["0"]);
-    expect(gpus.take({ gpus: 1 })!.ids).toEqual(["1"]);
-    expect(gpus.take({ gpus: 1, memoryMb: 30_000 })).toBeUndefined();
+    const gpus = new GpuPlacement([{ id: "0", memoryMb: H100 }, { id: "1", memoryMb: 40_000 }]);
+    expect(gpus.take({ gpus: 1, memoryMb: 30_000 })!.ids).toEqual(["1"]);
+    expect(gpus.take({ gpus: 1, memoryMb: 10_000 })!.ids).toEqual(["1"]);
+    expect(gpus.take({ gpus: 1 })!.ids).toEqual(["0"]);
+    expect(gpus.take({ gpus: 1, memoryMb: 1 })).toBeUndefined();
   });
 
   test("a device of unknown memory holds one worker, figure or not", () => {
