@@ -1,8 +1,13 @@
 /** What nvidia-smi says about the processes on each GPU, for the GPU check. */
 
+/** nvidia-smi's CSV lines; none when it is missing or fails (a rehearsal on a CPU host). */
 const query = (args: string[]): string[] => {
-  const r = Bun.spawnSync(["nvidia-smi", ...args, "--format=csv,noheader,nounits"], { stdout: "pipe", stderr: "pipe" });
-  return r.exitCode === 0 ? r.stdout.toString().split("\n").map((l) => l.trim()).filter(Boolean) : [];
+  try {
+    const r = Bun.spawnSync(["nvidia-smi", ...args, "--format=csv,noheader,nounits"], { stdout: "pipe", stderr: "pipe" });
+    return r.exitCode === 0 ? r.stdout.toString().split("\n").map((l) => l.trim()).filter(Boolean) : [];
+  } catch {
+    return [];
+  }
 };
 
 /** The GPU index of each UUID. */
