@@ -208,19 +208,32 @@ export function gpuNeed(endpoint: Pick<EndpointConfig, "gpusPerWorker" | "gpuMem
 /** A model endpoint: its handler options name a device (the image and text handlers do). */
 const isModelEndpoint = (endpoint: Pick<EndpointConfig, "options">): boolean => typeof endpoint.options.device === "string";
 
+/** How parseConfig learns the machine's GPUs. */
+export interface MachineOptions {
+  /** Lists the GPUs when server.gpus is unset and an endpoint needs them. @default nvidia-smi */
+  detectGpus?: () => GpuDevice[];
+  /**
+   * Whether the config is for a server that starts workers here: its GPUs are looked up and an
+   * endpoint that can never be placed is refused. False for commands that only read the store
+   * (keys, usage), which may run on another machine. @default true
+   */
+  serving?: boolean;
+}
+
 /**
  * The defaults that depend on the machine, filled in at config load: the GPUs (nvidia-smi, only
  * when an endpoint whose workers this server starts needs them) and each endpoint's workersMax.
  * An endpoint whose worker can never be placed on these GPUs is refused here, by name.
  */
-function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string, detect: () => GpuDevice[]): Config {
+function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string, machine: MachineOptions): Config {
+  const serving = machine.serving ?? true;
   const placed = Object.entries(parsed.endpoints).filter(([, ep]) => startsWorkers(parsed, ep) && gpuNeed(ep).gpus > 0);
-  const gpus = parsed.server.gpus ?? (placed.length ? detect() : []);
-  for (const [id, ep] of placed) {
+  const gpus = parsed.server.gpus ?? (placed.length && serving ? (machine.detectGpus ?? detectGpus)() : []);
+  for (const [id, ep] of serving ? placed : []) {
     const need = gpuNeed(ep);
     if (gpuCapacity(gpus, need) > 0) continue;
     const what = `each worker needs ${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB free` : ""}${ep.gpusPerWorker === undefined ? ' (options.device = "cuda")' : ""}`;
-    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${g.id} (${g.memoryMb} MiB)` : g.id)).join(", ")}` : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
+    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${g.id} (${g.memoryMb} MiB)` : g.id)).join(", ")}` : parsed.server.gpus ? "server.gpus lists none" : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
     throw new ConfigError(`${source}: endpoints.${id}: ${what}, and ${have}: set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"`);
   }
   const endpoints = parsed.endpoints as Record<string, EndpointConfig>;
@@ -235,11 +248,8 @@ function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string,
 /** workersMax of an endpoint that is not a model endpoint. */
 const DEFAULT_WORKERS_MAX = 3;
 
-/**
- * Validates a config object; the one place defaults come from. `detect` lists the machine's GPUs
- * when server.gpus is unset and an endpoint needs them (tests pass a fake list).
- */
-export function parseConfig(raw: unknown, source = "config", detect: () => GpuDevice[] = detectGpus): Config {
+/** Validates a config object; the one place defaults come from (tests pass a fake GPU list in `machine`). */
+export function parseConfig(raw: unknown, source = "config", machine: MachineOptions = {}): Config {
   // zod drops a __proto__ key without a word; say so instead of losing the endpoint.
   const endpoints = (raw as { endpoints?: unknown } | null)?.endpoints;
   if (typeof endpoints === "object" && endpoints !== null && Object.hasOwn(endpoints, "__proto__")) {
@@ -247,7 +257,7 @@ export function parseConfig(raw: unknown, source = "config", detect: () => GpuDe
   }
   const result = configSchema.safeParse(raw);
   if (!result.success) throw new ConfigError(`${source}: ${describeIssues(result.error)}`);
-  return withFleetDefaults(result.data, source, detect);
+  return withFleetDefaults(result.data, source, machine);
 }
 
 /** The package's root: relative handler paths of the built-in config are resolved from it. */
@@ -260,8 +270,8 @@ function resolveHandlers(config: Config, base: string): Config {
 }
 
 /** Reads a TOML config file, or the built-in default (endpoint `echo`) when none is given. */
-export async function loadConfig(path?: string): Promise<Config> {
-  if (!path) return resolveHandlers(parseConfig(Bun.TOML.parse(defaultToml), "built-in default config"), PACKAGE_ROOT);
+export async function loadConfig(path?: string, machine: MachineOptions = {}): Promise<Config> {
+  if (!path) return resolveHandlers(parseConfig(Bun.TOML.parse(defaultToml), "built-in default config", machine), PACKAGE_ROOT);
   const file = Bun.file(path);
   if (!(await file.exists())) throw new ConfigError(`config file not found: ${path}`);
   let raw: unknown;
@@ -270,5 +280,5 @@ export async function loadConfig(path?: string): Promise<Config> {
   } catch (err) {
     throw new ConfigError(`${path}: not valid TOML: ${(err as Error).message}`);
   }
-  return resolveHandlers(parseConfig(raw, path), dirname(resolve(path)));
+  return resolveHandlers(parseConfig(raw, path, machine), dirname(resolve(path)));
 }

@@ -10,7 +10,7 @@ const H = "handlers/image/fast.ts";
 /** parseConfig with a fake device list, recording whether it was asked for. */
 function load(raw: ConfigInput, devices: GpuDevice[] = parseNvidiaSmi(TWO_H100)) {
   let detected = 0;
-  const config = parseConfig(raw, "spool.toml", () => (detected++, devices));
+  const config = parseConfig(raw, "spool.toml", { detectGpus: () => (detected++, devices) });
   return { config, detected };
 }
 
@@ -66,6 +66,12 @@ describe("GPUs at config load", () => {
       'spool.toml: endpoints.img: each worker needs 4 GPUs, and the GPUs here are 0 (81559 MiB), 1 (81559 MiB): set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"',
     );
     expect(refused({ gpuMemoryMb: 90_000, options: { device: "cuda" } }, parseNvidiaSmi(TWO_H100))).toMatch(/each worker needs 1 GPU with 90000 MiB free \(options.device = "cuda"\), and the GPUs here are 0 \(81559 MiB\)/);
+  });
+
+  test("a config read only for its store (spool keys, spool usage) neither looks up GPUs nor refuses a GPU endpoint", () => {
+    let detected = 0;
+    const config = parseConfig({ endpoints: { img: { handler: H, options: { device: "cuda" } } } }, "spool.toml", { serving: false, detectGpus: () => (detected++, []) });
+    expect({ detected, gpus: config.server.gpus, workersMax: config.endpoints.img!.workersMax }).toEqual({ detected: 0, gpus: [], workersMax: 1 });
   });
 
   test("capacity: whole devices, memory shares, and workers spanning several devices", () => {
