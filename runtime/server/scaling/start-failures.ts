@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { Clock } from "../../clock.ts";
-import type { Config } from "../../config/config.ts";
+import { startsWorkers, type Config } from "../../config/config.ts";
 import type { Log } from "../../log.ts";
 import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/job-response.ts";
 import { HttpError } from "../http/http-error.ts";
@@ -77,10 +77,12 @@ export class StartFailures {
 
   /**
    * A worker that connects itself reported that it cannot start (ping ?status=start_failed&reason=).
-   * Workers the scaler starts are judged by their exit instead (it keeps their error output).
+   * Workers this server's scaler starts are judged by their exit instead (it keeps their error
+   * output); an endpoint with a handler and the external provider counts the reports.
    */
   async reported(endpointId: string, workerId: string, reason: string): Promise<void> {
-    if (this.#deps.config.endpoints[endpointId]?.handler) return;
+    const endpoint = this.#deps.config.endpoints[endpointId];
+    if (!endpoint || startsWorkers(this.#deps.config, endpoint)) return;
     await this.failed(endpointId, workerId, { output: reason.slice(-4000) }, REPORTED_RETRY_MS);
   }
 
