@@ -28,6 +28,7 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   const server = startServer({ config, store, log: stderrLog });
   console.log(`Spool listening on ${server.url} (store: ${config.server.store ?? config.server.data}); dashboard: ${server.url}/dashboard`);
   for (const id of Object.keys(config.endpoints)) console.log(`  endpoint ${id}: ${server.url}/v2/${id}`);
+  if (config.server.host === "0.0.0.0") console.log(`  host 0.0.0.0: reachable on every address of this machine (server.host = "127.0.0.1" keeps it local)`);
 
   let stopping = false;
   const shutdown = async () => {

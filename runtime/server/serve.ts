@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from "../clock.ts";
-import type { Config } from "../config/config.ts";
+import { ConfigError, type Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
 import type { ScaleUpHold } from "../protocol/job-response.ts";
 import { createApp } from "./app.ts";
@@ -83,11 +83,7 @@ export function startServer(options: {
     },
   };
   const app = createApp(deps);
-  const maintenance = startMaintenance({ ...deps, serverId });
-  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config), resolver: options.resolver });
-  const server = Bun.serve({
-    port: config.server.port,
-    hostname: config.server.host,
+  const server = listen(config, {
     fetch: app.fetch,
     // The dashboard page, bundled by Bun from its sources (its data comes through app.fetch).
     routes: dashboardPages,
@@ -98,6 +94,8 @@ export function startServer(options: {
     // this is only the outer bound past which Bun itself refuses.
     maxRequestBodySize: 1024 * 1024 * 1024,
   });
+  const maintenance = startMaintenance({ ...deps, serverId });
+  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config), resolver: options.resolver });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
   const scalerKey = `scaler-${serverId}`;
@@ -133,4 +131,17 @@ export function startServer(options: {
 async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string, keyName: string): Promise<void> {
   const { key } = await createKey(store, keyName, clock.now(), { scope: "worker", endpoints: scaler.endpoints });
   scaler.start(url, key);
+}
+
+/**
+ * Bun.serve on the configured port, alone: without reusePort: false, Bun binds a port another
+ * process already listens on, and the kernel then splits requests between the two servers.
+ */
+function listen(config: Config, options: Omit<Parameters<typeof Bun.serve>[0], "port" | "hostname" | "reusePort">) {
+  try {
+    return Bun.serve({ ...options, port: config.server.port, hostname: config.server.host, reusePort: false } as Parameters<typeof Bun.serve>[0]);
+  } catch (err) {
+    if ((err as { code?: string }).code !== "EADDRINUSE") throw err;
+    throw new ConfigError(`port ${config.server.port} on ${config.server.host} is in use by another process: stop it, or give this server another --port`);
+  }
 }
