@@ -61,6 +61,7 @@ describe("the job path's routes", () => {
       ["POST", "/v2/echo/run", job, `Bearer ${worker}`, 401],
       ["POST", "/v2/echo/run", job, `Bearer ${readOnly}`, 401],
       ["POST", "/v2/echo/run", job, `Bearer ${elsewhere}`, 401],
+      ["POST", "/v2/nope/run", job, `Bearer ${elsewhere}`, 401], // a limited key cannot tell which endpoints exist
       ["POST", "/v2/echo/run", "{not json", undefined, 400],
       ["POST", "/v2/echo/run", "", undefined, 400],
       ["POST", "/v2/echo/run", JSON.stringify({ input: 1, policy: { ttl: 5 } }), undefined, 400],
@@ -177,6 +178,11 @@ describe("the job path's routes", () => {
     expect(small.status).toBe(200);
     expect((await chunked(10 * 1024 * 1024 + 1, true)).status).toBe(413);
     expect((await chunked(10 * 1024 * 1024 + 1, false)).status).toBe(401);
+    // A key limited to endpoints gets the same 401 on any other, existing or not.
+    const limited = (await createKey(srv.store, "limited", Date.now(), { endpoints: ["echo"] })).key;
+    for (const path of ["/v2/slow/health", "/v2/nope/health", "/v2/nope/status/x"]) {
+      expect([path, (await srv.call("GET", path, undefined, { auth: `Bearer ${limited}` })).status]).toEqual([path, 401]);
+    }
     // Methods and shapes that are not a job route's.
     expect((await srv.call("GET", "/v2/echo/run")).status).toBe(404);
     expect((await srv.call("POST", "/v2/echo/run/x", "{}")).status).toBe(404);

@@ -64,11 +64,12 @@ export class Access {
    */
   endpoint(key: ApiKeyRecord, endpointId: string, op: string, req: { method: string; path: string; hasTtl: () => boolean }): EndpointConfig {
     const { method } = req;
-    const endpoint = findEndpoint(this.#deps.config, endpointId);
-    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    // A key limited to endpoints learns nothing of the others, not even whether they exist.
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
       throw new HttpError(401, `this API key is restricted to endpoints ${key.endpoints.join(", ")}`);
     }
+    const endpoint = findEndpoint(this.#deps.config, endpointId);
+    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const refusal = scopeRefusal(key.scope, method, op);
     if (refusal) throw new HttpError(401, refusal);
     if (method === "HEAD" && (NO_HEAD.has(op) || (op === "status" && req.hasTtl()))) {
