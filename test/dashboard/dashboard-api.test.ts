@@ -10,6 +10,12 @@ const endpoints = {
   slow: { handler: join(root, "handlers/examples/slow.ts"), workersMax: 0 },
 };
 
+test("the server's root leads a browser to the dashboard", async () => {
+  await using srv = await startTestServer();
+  const res = await fetch(`${srv.url}/`, { redirect: "manual" });
+  expect([res.status, res.headers.get("location")]).toEqual([302, "/dashboard"]);
+});
+
 describe("the dashboard's JSON", () => {
   test("endpoints a key may see, with settings and input schema; worker and unknown keys refused", async () => {
     await using srv = await startTestServer({ endpoints });
