@@ -51,7 +51,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
       INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
       ${BEFORE_IDEMPOTENCY}
-      ALTER TABLE workers DROP COLUMN key_id;
+      ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin;
       PRAGMA user_version = 6;`);
     db.close();
 
@@ -78,7 +78,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; PRAGMA user_version = 8;`);
+    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; PRAGMA user_version = 8;`);
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });

@@ -64,7 +64,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
 
     test("a claimed job is the job as stored, with the lifetime set while it waited, changed only by the claim", withStore(async (s) => {
       const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
-      const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } });
+      const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", origin: "http://10.0.0.5:8080", sync: true, policy: { ...policy, lowPriority: true } });
       await s.enqueue(full, T0);
       await s.enqueue(newJob("plain"), T0 + 1);
       expect(await s.setExpiry("ep", "full", T0 + 500_000, T0 + 2)).not.toBeNull();
@@ -73,6 +73,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       const asTaken = { status: "IN_PROGRESS" as const, startedAt: T0 + 3, workerId: "w1", deadline: T0 + 3 + policy.executionTimeout };
       expect(taken).toEqual([{ ...before!, ...asTaken }, { ...plainBefore!, ...asTaken }]);
       expect(taken[0]!.expiresAt).toBe(T0 + 500_000);
+      expect([taken[0]!.origin, taken[1]!.origin]).toEqual(["http://10.0.0.5:8080", undefined]);
       expect(await s.get("ep", "full", T0 + 3)).toEqual(taken[0]!);
     }));
 

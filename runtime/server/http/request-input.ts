@@ -131,3 +131,9 @@ export function idempotencyKey(headers: Headers): string | undefined {
   }
   return key;
 }
+
+/** `scheme://host[:port]` of a request's URL (which Bun builds from the Host header), without parsing it. */
+export function requestOrigin(url: string): string {
+  const path = url.indexOf("/", url.indexOf("//") + 2);
+  return path === -1 ? url : url.slice(0, path);
+}

@@ -16,6 +16,8 @@ export interface SubmitOptions {
   invalid?: (error: z.ZodError) => Error;
   /** The request's Idempotency-Key header: a live job submitted with it by the same key is answered instead. */
   idempotencyKey?: string;
+  /** The origin the client called (http/request-input.ts requestOrigin): the job's file URLs are built on it. */
+  origin?: string;
 }
 
 /**
@@ -51,6 +53,7 @@ export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfi
     s3Config: request.s3Config,
     sync: options.sync,
     keyId: options.keyId,
+    origin: options.origin,
   };
   // Only when the header came: a submission without one costs nothing more.
   if (options.idempotencyKey !== undefined) job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request) };

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { FileUploadResponse } from "../../protocol/worker-wire.ts";
 import type { AppDeps, AppEnv } from "../app-deps.ts";
 import { HttpError } from "../http/http-error.ts";
-import { limitBody } from "../http/request-input.ts";
+import { limitBody, requestOrigin } from "../http/request-input.ts";
 import type { FileStore, LocalFileStore } from "../files/file-store.ts";
 import { KNOWN_ONLY, type WorkerPresence } from "../jobs/worker-presence.ts";
 
@@ -20,7 +20,8 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore, presence: Work
     }
     const data = await c.req.blob();
     const type = c.req.header("content-type") ?? "application/octet-stream";
-    const origin = deps.config.server.publicUrl ?? new URL(c.req.url).origin;
+    // Where the client that submitted the job can fetch it: the worker may have come another way.
+    const origin = deps.config.server.publicUrl ?? job.origin ?? requestOrigin(c.req.url);
     let url: string;
     try {
       url = await files.put(c.get("endpointId"), jobId, name, data, type, deps.clock.now(), origin);

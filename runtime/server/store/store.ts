@@ -15,6 +15,8 @@ export interface StoredJob {
   sync: boolean;
   /** Id of the API key that submitted the job. */
   keyId?: string;
+  /** The origin (`scheme://host[:port]`) the submitting client called: the job's file URLs are built on it. */
+  origin?: string;
   createdAt: number;
   /** When the job last entered the queue (submission or retry). */
   queuedAt: number;
@@ -41,7 +43,7 @@ export interface StoredJob {
  */
 export type EndedJob = Omit<StoredJob, "input">;
 
-export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId"> & {
+export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin"> & {
   /** The submission's Idempotency-Key: a live job of the same API key, endpoint and key answers instead. */
   idempotency?: IdempotencyTag;
 };

@@ -15,6 +15,7 @@ export function jobFields(job: NewJob): string {
   if (job.webhook) fields.webhook = job.webhook;
   if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
   if (job.keyId) fields.key = job.keyId;
+  if (job.origin) fields.origin = job.origin;
   if (job.idempotency) {
     fields.idem = `${job.keyId ?? ""}:${job.endpointId}:${job.idempotency.key}`;
     fields.ih = job.idempotency.bodyHash;
@@ -42,6 +43,7 @@ export function enqueued(job: NewJob, now: number, handTo: string | undefined, r
     s3Config: job.s3Config,
     sync: job.sync,
     keyId: job.keyId || undefined,
+    origin: job.origin || undefined,
     createdAt: now,
     queuedAt: now,
     expiresAt: now + job.policy.ttl,

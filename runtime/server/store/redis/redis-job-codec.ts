@@ -48,6 +48,7 @@ export function toEndedJob(h: Record<string, string>): EndedJob {
     s3Config: json(opt(h.s3)),
     sync: h.sync === "1",
     keyId: opt(h.key),
+    origin: opt(h.origin),
     createdAt: Number(h.created),
     queuedAt: Number(h.queued),
     startedAt: num(h.started),

@@ -32,6 +32,7 @@ export function toEndedJob(r: JobRow): EndedJob {
     s3Config: parse(r.s3_config) as StoredJob["s3Config"],
     sync: r.sync === 1,
     keyId: opt(r.key_id),
+    origin: opt(r.origin),
     createdAt: r.created_at,
     queuedAt: r.queued_at,
     startedAt: opt(r.started_at),

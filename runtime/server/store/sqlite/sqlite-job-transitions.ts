@@ -31,9 +31,9 @@ export const jobTransitions = {
     const input = s.storeInput(job.id, job.input);
     s.db
       .query<JobRow, Record<string, string | number | null>>(
-        `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id,
+        `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id, origin,
            created_at, queued_at, started_at, expires_at, deadline, worker_id)
-         VALUES ($id, $endpoint, $status, $seq, $input, $webhook, $policy, $s3, $sync, $key, $now, $now, $started, $expires, $deadline, $worker)`,
+         VALUES ($id, $endpoint, $status, $seq, $input, $webhook, $policy, $s3, $sync, $key, $origin, $now, $now, $started, $expires, $deadline, $worker)`,
       )
       .run({
         id: job.id,
@@ -46,6 +46,7 @@ export const jobTransitions = {
         s3: json(job.s3Config),
         sync: job.sync ? 1 : 0,
         key: job.keyId ?? null,
+        origin: job.origin ?? null,
         now,
         started: deadline === null ? null : now,
         expires: expiresAt,
@@ -64,6 +65,7 @@ export const jobTransitions = {
       s3Config: job.s3Config,
       sync: job.sync,
       keyId: job.keyId,
+      origin: job.origin,
       createdAt: now,
       queuedAt: now,
       expiresAt,

@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -123,6 +123,8 @@ export const MIGRATIONS: Record<number, string> = {
   11: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
        CREATE INDEX IF NOT EXISTS jobs_list ON jobs(endpoint);
        CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
+  // The origin the submitting client called, for the job's file URLs (null: none recorded).
+  12: `ALTER TABLE jobs ADD COLUMN origin TEXT;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
@@ -137,6 +139,7 @@ export interface JobRow {
   s3_config: string | null;
   sync: number;
   key_id: string | null;
+  origin: string | null;
   created_at: number;
   queued_at: number;
   started_at: number | null;
