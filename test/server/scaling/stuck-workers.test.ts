@@ -1,26 +1,17 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
+import { alive, stuckPids } from "../../helpers/stuck-pids.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const STUCK = resolve(import.meta.dir, "../../fixtures/stuck-fixture.ts");
-const pidsDir = mkdtempSync(join(tmpdir(), "spool-stuck-"));
+const pids = stuckPids();
 // Worker processes inherit the server's environment: the fixture leaves its pid here.
-process.env.STUCK_PIDS_DIR = pidsDir;
-afterAll(() => rmSync(pidsDir, { recursive: true, force: true }));
+process.env.STUCK_PIDS_DIR = pids.dir;
+afterAll(() => pids[Symbol.dispose]());
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 // The server imports the handler too (input schemas): its own pid is not a worker.
-const livePids = (): number[] => readdirSync(pidsDir).map(Number).filter((pid) => pid !== process.pid && alive(pid));
+const livePids = (): number[] => pids.live([process.pid]);
 
 /** The deadline (6 s) and the worker's own grace (5 s) are the defaults a user gets; the kill grace is short. */
 async function stuckServer(): Promise<TestServer> {
