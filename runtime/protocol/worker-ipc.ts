@@ -6,9 +6,10 @@
  * handler runs: an asynchronous send would still be queued when a handler that never yields takes
  * the loop.
  *
- * `hello` says the worker reads its stop list from the owner (OwnerMessage lines on its stdin)
- * instead of polling job-stop itself; `drainMs` is how long it may take to end once told to stop
- * with jobs running (its drain time plus its grace).
+ * `hello` names the worker (the owner takes its stop list for it when it said so with
+ * RELAY_STOPS_ENV; the worker then reads OwnerMessage lines on its stdin instead of polling
+ * job-stop itself); `drainMs` is how long it may take to end once told to stop with jobs running
+ * (its drain time plus its grace).
  */
 export type WorkerIpcMessage =
   | { type: "hello"; workerId: string; drainMs: number }
@@ -29,6 +30,8 @@ export type OwnerMessage = { type: "stop"; jobIds: string[] };
 
 /** The file descriptor a worker writes WorkerIpcMessage lines to; unset when no owner listens. */
 export const WATCH_FD_ENV = "SPOOL_WATCH_FD";
+/** Set to "1" by an owner that takes the worker's stop list and relays it (OwnerMessage on stdin). */
+export const RELAY_STOPS_ENV = "SPOOL_OWNER_RELAYS_STOPS";
 /** The descriptor owners give: the one after stdin, stdout and stderr. */
 export const WATCH_FD = 3;
 

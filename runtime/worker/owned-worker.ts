@@ -1,5 +1,6 @@
+import { systemClock, type Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
-import { WATCH_FD, WATCH_FD_ENV, type OwnerMessage } from "../protocol/worker-ipc.ts";
+import { RELAY_STOPS_ENV, WATCH_FD, WATCH_FD_ENV, type OwnerMessage } from "../protocol/worker-ipc.ts";
 import { readJsonLines } from "./json-lines.ts";
 import { JobWatchdog, terminate, type OwnedProcess } from "./process-stop.ts";
 
@@ -8,7 +9,8 @@ export type StopSource = (signal: AbortSignal) => Promise<string[]>;
 
 /** Spawn options for a worker process an owner watches: stop lines go in on stdin, the watch channel comes out on fd 3. */
 export const watchedStdio = <E extends "inherit" | "pipe">(stderr: E) => ["pipe", "inherit", stderr, "pipe"] as const;
-export const watchEnv = { [WATCH_FD_ENV]: String(WATCH_FD) };
+/** The environment of a watched worker; `relaysStops`: its owner will take and relay its stop list (OwnerOptions.stopsFor). */
+export const watchEnv = (relaysStops: boolean): Record<string, string | undefined> => ({ [WATCH_FD_ENV]: String(WATCH_FD), [RELAY_STOPS_ENV]: relaysStops ? "1" : undefined });
 
 /** A spawned worker process with its watch channel (fd 3) and a stdin its owner writes to. */
 export interface WatchedProcess extends OwnedProcess {
@@ -22,6 +24,8 @@ export interface OwnerOptions {
   log: Log;
   /** Where the owner takes a worker's stop list (the store, or the server over HTTP); none: stops are not relayed. */
   stopsFor?: (workerId: string) => StopSource;
+  /** Times deadlines and graces. @default systemClock */
+  clock?: Clock;
 }
 
 /** Stop ids kept for jobs not reported started yet (a cancel that overtook the take's answer). */
@@ -36,7 +40,7 @@ export class OwnedWorker {
   readonly watchdog: JobWatchdog;
   /** How long the worker may drain its running jobs once told to stop (from its hello). */
   #drainMs = 0;
-  #relaying = false;
+  #workerId: string | undefined;
   readonly #pending = new Set<string>();
   readonly #gone = new AbortController();
 
@@ -44,10 +48,15 @@ export class OwnedWorker {
     private readonly proc: WatchedProcess,
     private readonly options: OwnerOptions,
   ) {
-    this.watchdog = new JobWatchdog(proc, options.killGraceMs, options.log);
+    this.watchdog = new JobWatchdog(proc, options.killGraceMs, options.log, options.clock);
     void proc.exited.then(() => this.#gone.abort());
     const fd = proc.stdio[3];
     if (typeof fd === "number") void readJsonLines(Bun.file(fd).stream(), this.#message);
+  }
+
+  /** The worker id the process said hello with; undefined until it has. */
+  get workerId(): string | undefined {
+    return this.#workerId;
   }
 
   /**
@@ -55,18 +64,17 @@ export class OwnedWorker {
    * the kill grace, plus the worker's drain time while it still runs jobs.
    */
   stop(graceMs?: number): void {
-    if (graceMs !== undefined) return terminate(this.proc, graceMs);
-    terminate(this.proc, this.options.killGraceMs, () => (this.watchdog.running > 0 ? this.#drainMs : 0));
+    const { killGraceMs, clock } = this.options;
+    if (graceMs !== undefined) return terminate(this.proc, graceMs, undefined, clock);
+    terminate(this.proc, killGraceMs, () => (this.watchdog.running > 0 ? this.#drainMs : 0), clock);
   }
 
   #message = (m: unknown): void => {
     const msg = m as { type?: string; workerId?: unknown; drainMs?: unknown; jobId?: string };
     if (msg.type === "hello" && typeof msg.workerId === "string") {
       this.#drainMs = Number(msg.drainMs) || 0;
-      if (!this.#relaying && this.options.stopsFor) {
-        this.#relaying = true;
-        void this.#relay(this.options.stopsFor(msg.workerId));
-      }
+      if (this.#workerId === undefined && this.options.stopsFor) void this.#relay(this.options.stopsFor(msg.workerId));
+      this.#workerId = msg.workerId;
       return;
     }
     this.watchdog.message(m);
@@ -82,7 +90,7 @@ export class OwnedWorker {
       } catch (err) {
         if (signal.aborted) return;
         this.options.log.warn("could not take a worker's stop list; retrying in 1 s", { pid: this.proc.pid, error: String(err) });
-        await new Promise((r) => setTimeout(r, 1_000));
+        await (this.options.clock ?? systemClock).sleep(1_000, signal);
         continue;
       }
       if (ids.length && !signal.aborted) this.#cancel(ids);

@@ -1,5 +1,5 @@
 import { writeSync } from "node:fs";
-import { WATCH_FD_ENV, type OwnerMessage, type WorkerIpcMessage } from "../protocol/worker-ipc.ts";
+import { RELAY_STOPS_ENV, WATCH_FD_ENV, type OwnerMessage, type WorkerIpcMessage } from "../protocol/worker-ipc.ts";
 import { readJsonLines } from "./json-lines.ts";
 import type { StopSource } from "./owned-worker.ts";
 
@@ -7,8 +7,8 @@ import type { StopSource } from "./owned-worker.ts";
 export interface OwnerLink {
   /** Writes one message synchronously on the watch channel. */
   report(message: WorkerIpcMessage): void;
-  /** The stop list, as the owner relays it. */
-  stops: StopSource;
+  /** The stop list, as the owner relays it; none when the owner does not (the worker polls job-stop). */
+  stops?: StopSource;
 }
 
 const isOwnerMessage = (m: unknown): m is OwnerMessage =>
@@ -26,7 +26,7 @@ export function ownerLink(env: Record<string, string | undefined>, input: () => 
         // the owner is gone: nothing to tell
       }
     },
-    stops: relayedStops(input()),
+    stops: env[RELAY_STOPS_ENV] === "1" ? relayedStops(input()) : undefined,
   };
 }
 

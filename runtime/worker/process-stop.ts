@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { isWorkerIpcMessage } from "../protocol/worker-ipc.ts";
 
@@ -12,26 +13,23 @@ export interface OwnedProcess {
  * is stuck never runs its SIGTERM handler, so only the second signal ends it. `more` is asked
  * when the grace is over: a further wait before the kill (a worker still draining jobs).
  */
-export function terminate(proc: OwnedProcess, graceMs: number, more: () => number = () => 0): void {
-  let gone = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  void proc.exited.then(() => {
-    gone = true;
-    clearTimeout(timer);
-  });
+export function terminate(proc: OwnedProcess, graceMs: number, more: () => number = () => 0, clock: Clock = systemClock): void {
+  const gone = new AbortController();
+  void proc.exited.then(() => gone.abort());
   proc.kill("SIGTERM");
-  timer = setTimeout(() => {
-    if (gone) return;
-    const extra = more();
-    if (extra <= 0) return proc.kill("SIGKILL");
-    timer = setTimeout(() => gone || proc.kill("SIGKILL"), extra);
-  }, graceMs);
+  void (async () => {
+    await clock.sleep(graceMs, gone.signal);
+    const extra = gone.signal.aborted ? 0 : more();
+    if (extra > 0) await clock.sleep(extra, gone.signal);
+    if (!gone.signal.aborted) proc.kill("SIGKILL");
+  })();
 }
 
 interface WatchedJob {
   /** How long the handler may run on once its job has ended (deadline or cancel). */
   graceMs: number;
-  timer: ReturnType<typeof setTimeout>;
+  /** Ends the job's current wait (its deadline, or its grace). */
+  wait: AbortController;
 }
 
 /**
@@ -49,6 +47,7 @@ export class JobWatchdog {
     private readonly proc: OwnedProcess,
     private readonly killGraceMs: number,
     private readonly log: Log,
+    private readonly clock: Clock = systemClock,
   ) {
     void proc.exited.then(() => this.#clear());
   }
@@ -71,12 +70,13 @@ export class JobWatchdog {
   /** Feed every message of the watch channel here. */
   message = (m: unknown): void => {
     if (!isWorkerIpcMessage(m) || m.type === "hello") return;
-    clearTimeout(this.#jobs.get(m.jobId)?.timer);
+    this.#jobs.get(m.jobId)?.wait.abort();
     this.#jobs.delete(m.jobId);
     this.#overdue.delete(m.jobId);
     if (m.type === "job-end") return;
-    const timer = setTimeout(() => this.#pastEnd(m.jobId, "ran past its timeout"), m.timeoutMs);
-    this.#jobs.set(m.jobId, { graceMs: m.graceMs, timer });
+    const job = { graceMs: m.graceMs, wait: new AbortController() };
+    this.#jobs.set(m.jobId, job);
+    this.#after(job, m.timeoutMs, () => this.#pastEnd(m.jobId, "ran past its timeout"));
   };
 
   /**
@@ -86,28 +86,34 @@ export class JobWatchdog {
   cancel(jobId: string): boolean {
     const job = this.#jobs.get(jobId);
     if (!job) return false;
-    if (this.#overdue.has(jobId)) return true; // its grace already runs
-    clearTimeout(job.timer);
-    this.#pastEnd(jobId, "was cancelled");
+    if (!this.#overdue.has(jobId)) this.#pastEnd(jobId, "was cancelled"); // else its grace already runs
     return true;
+  }
+
+  /** Runs `then` after `ms` unless the job's wait is ended first (it ended, or a new wait replaced it). */
+  #after(job: WatchedJob, ms: number, then: () => void): void {
+    const { signal } = job.wait;
+    void this.clock.sleep(ms, signal).then(() => signal.aborted || then());
   }
 
   #pastEnd(jobId: string, why: string): void {
     const job = this.#jobs.get(jobId);
     if (!job) return;
     this.#overdue.add(jobId);
-    job.timer = setTimeout(() => this.#end(jobId, why), job.graceMs);
+    job.wait.abort();
+    job.wait = new AbortController();
+    this.#after(job, job.graceMs, () => this.#end(jobId, why));
   }
 
   #end(jobId: string, why: string): void {
     if (this.#fired) return;
     this.#fired = true;
     this.log.error(`a job ${why} and did not end within its grace; terminating its worker process`, { jobId, pid: this.proc.pid, killGraceMs: this.killGraceMs });
-    terminate(this.proc, this.killGraceMs);
+    terminate(this.proc, this.killGraceMs, undefined, this.clock);
   }
 
   #clear(): void {
-    for (const job of this.#jobs.values()) clearTimeout(job.timer);
+    for (const job of this.#jobs.values()) job.wait.abort();
     this.#jobs.clear();
   }
 }

@@ -28,7 +28,7 @@ export async function supervise(command: string[], env: Record<string, string | 
     // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
     // that ended follow the worker-loss rule instead of waiting out their execution timeout.
     const proc = Bun.spawn(command, {
-      env: { ...env, ...watchEnv, [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
+      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
       stdio: [...watchedStdio("inherit")],
     });
     child = proc;

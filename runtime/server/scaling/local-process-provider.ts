@@ -62,7 +62,7 @@ export class LocalProcessProvider implements WorkerProvider {
       env: {
         ...process.env,
         ...spec.env,
-        ...watchEnv,
+        ...watchEnv(this.stopsFor !== undefined),
         SPOOL_API_KEY: spec.apiKey,
         [EXIT_WITH_PARENT_ENV]: "1", // a server killed with SIGKILL leaves no worker behind
         RUNPOD_WEBHOOK_GET_JOB: undefined,
