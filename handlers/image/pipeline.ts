@@ -135,6 +135,8 @@ export class FluxPipeline {
       txt_ids: { data: new Float32Array(textLen * 3), dims: idDims(textLen) },
     };
     if (this.hasGuidanceEmbedding) fixed.guidance = { data: new Float32Array(batch).fill(req.guidance), dims: [batch] };
+    // The same for every step of this job: converted (fp16 where the graph wants it) once.
+    const constant = this.transformer.tensors(fixed);
 
     const C = this.packedChannels;
     const latents = initialNoise(req.seed, count, C);
@@ -146,11 +148,11 @@ export class FluxPipeline {
       for (let b = 0; b < batch; b++) input.set(latents, b * size);
       const [out] = await this.transformer.run(
         {
-          ...fixed,
           hidden_states: { data: input, dims: [batch, count, C] },
           timestep: { data: new Float32Array(batch).fill(sigmas[i]!), dims: [batch] },
         },
         [this.velocityOut],
+        constant,
       );
       const v = out!.data;
       const velocity = negative ? guided(v.subarray(0, size), v.subarray(size, 2 * size), cfgScale!) : v;

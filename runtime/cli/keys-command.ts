@@ -10,7 +10,8 @@ export async function keysCommand(
   rest: string[],
   flags: { data?: string; config?: string; name?: string; scope?: string; endpoints?: string; store?: string },
 ): Promise<number> {
-  const config = await loadConfig(flags.config);
+  // Only the store matters here: no GPU lookup, and a GPU endpoint is no error on this machine.
+  const config = await loadConfig(flags.config, { serving: false });
   if (flags.data !== undefined) config.server.data = flags.data;
   if (flags.store !== undefined) config.server.store = flags.store;
   const store = await openStore(config);

@@ -3,7 +3,8 @@ import { openStore } from "./open-store.ts";
 
 /** `spool usage [--data DIR] [--config FILE]`: jobs charged and cost per API key and endpoint. */
 export async function usageCommand(flags: { data?: string; config?: string; store?: string }): Promise<number> {
-  const config = await loadConfig(flags.config);
+  // Only the store matters here: no GPU lookup, and a GPU endpoint is no error on this machine.
+  const config = await loadConfig(flags.config, { serving: false });
   if (flags.data !== undefined) config.server.data = flags.data;
   if (flags.store !== undefined) config.server.store = flags.store;
   const store = await openStore(config);

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { LIMITS, LONG_POLL_MAX_MS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
 import { describeIssues, s3ConfigSchema } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
+import { detectGpus, gpuCapacity, gpusSchema, type GpuDevice, type GpuNeed } from "./gpus.ts";
 
 const opLimit = (op: RateLimitedOperation) =>
   z
@@ -33,8 +34,11 @@ export type RateLimits = z.infer<typeof rateLimitsSchema>;
 export const endpointConfigSchema = z.strictObject({
   /** @default 0 */
   workersMin: z.number().int().min(0).default(0),
-  /** @default 3 */
-  workersMax: z.number().int().min(0).default(3),
+  /**
+   * Set at config load when absent (withFleetDefaults): 3, or for a model endpoint (options.device
+   * set) as many workers as the GPUs hold (1 on a CPU host or device).
+   */
+  workersMax: z.number().int().min(0).optional(),
   /** Seconds an idle worker above workersMin lives. @default 5 */
   idleTimeout: z.number().int().min(1).max(3600).default(5),
   /** Milliseconds; a job's policy.executionTimeout overrides it. @default 600000 */
@@ -63,6 +67,11 @@ export const endpointConfigSchema = z.strictObject({
   /** GPUs each worker gets to itself. @default 1 when options.device is "cuda", else 0 */
   gpusPerWorker: z.number().int().min(0).optional(),
   /**
+   * Memory (MiB) one worker needs on each of its GPUs: workers share a GPU while their figures fit
+   * its memory. Unset: a worker has its GPUs to itself.
+   */
+  gpuMemoryMb: z.number().int().min(1).optional(),
+  /**
    * Longest an OpenAI-compatible request waits for its job's result (or, streaming, its first
    * token) before it is cancelled and answered 503 (no worker took it) or 504 (not done in time).
    * @default 90000 (as /runsync)
@@ -77,7 +86,8 @@ export const endpointConfigSchema = z.strictObject({
   options: z.record(z.string(), z.unknown()).default({}),
   rateLimits: rateLimitsSchema,
 });
-export type EndpointConfig = z.infer<typeof endpointConfigSchema>;
+/** An endpoint's settings once loaded: workersMax is always set. */
+export type EndpointConfig = Omit<z.infer<typeof endpointConfigSchema>, "workersMax"> & { workersMax: number };
 
 /** Server-wide settings; the intervals exist so tests and operators can shorten them. */
 export const serverConfigSchema = z.strictObject({
@@ -87,8 +97,11 @@ export const serverConfigSchema = z.strictObject({
   host: z.string().default("0.0.0.0"),
   /** Directory of the embedded store, and of files kept by the server. @default ".data" */
   data: z.string().default(".data"),
-  /** GPU ids the scaler places workers on. @default the NVIDIA GPUs nvidia-smi lists; none without it */
-  gpus: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "must be a GPU index or UUID")).optional(),
+  /**
+   * GPUs the scaler places workers on: ids ("0", a UUID) or { id, memoryMb }.
+   * @default the NVIDIA GPUs nvidia-smi lists, with their memory (looked up at config load, only when an endpoint needs GPUs); none without it
+   */
+  gpus: gpusSchema.optional(),
   /** Store URL: redis://host:port for several servers on one Redis; the embedded store under `data` when unset. */
   store: z.string().optional(),
   /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */
@@ -164,12 +177,16 @@ export const configSchema = z.strictObject({
     .default({})
     .transform((endpoints) => Object.assign(Object.create(null) as typeof endpoints, endpoints)),
 });
-export type Config = z.infer<typeof configSchema>;
+/** The loaded config: every endpoint's workersMax set, and the GPUs known. */
+export type Config = Omit<z.infer<typeof configSchema>, "server" | "endpoints"> & {
+  server: z.infer<typeof serverConfigSchema> & { gpus: GpuDevice[] };
+  endpoints: Record<string, EndpointConfig>;
+};
 /** What a caller may pass: every field optional, defaults filled in by parseConfig. */
 export type ConfigInput = z.input<typeof configSchema>;
 
 /** Whether Spool starts the endpoint's workers itself (local processes from its handler). */
-export function startsWorkers(config: Config, endpoint: EndpointConfig): boolean {
+export function startsWorkers(config: { server: Pick<Config["server"], "provider"> }, endpoint: Pick<EndpointConfig, "handler" | "provider">): boolean {
   return endpoint.handler !== undefined && (endpoint.provider ?? config.server.provider) === "local";
 }
 
@@ -182,8 +199,57 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-/** Validates a config object; the one place defaults come from. */
-export function parseConfig(raw: unknown, source = "config"): Config {
+/** What one worker of the endpoint takes: gpusPerWorker (1 for a model endpoint on cuda) and gpuMemoryMb. */
+export function gpuNeed(endpoint: Pick<EndpointConfig, "gpusPerWorker" | "gpuMemoryMb" | "options">): GpuNeed {
+  const gpus = endpoint.gpusPerWorker ?? (endpoint.options.device === "cuda" ? 1 : 0);
+  return gpus > 0 && endpoint.gpuMemoryMb !== undefined ? { gpus, memoryMb: endpoint.gpuMemoryMb } : { gpus };
+}
+
+/** A model endpoint: its handler options name a device (the image and text handlers do). */
+const isModelEndpoint = (endpoint: Pick<EndpointConfig, "options">): boolean => typeof endpoint.options.device === "string";
+
+/** How parseConfig learns the machine's GPUs. */
+export interface MachineOptions {
+  /** Lists the GPUs when server.gpus is unset and an endpoint needs them. @default nvidia-smi */
+  detectGpus?: () => GpuDevice[];
+  /**
+   * Whether the config is for a server that starts workers here: its GPUs are looked up and an
+   * endpoint that can never be placed is refused. False for commands that only read the store
+   * (keys, usage), which may run on another machine. @default true
+   */
+  serving?: boolean;
+}
+
+/**
+ * The defaults that depend on the machine, filled in at config load: the GPUs (nvidia-smi, only
+ * when an endpoint whose workers this server starts needs them) and each endpoint's workersMax.
+ * An endpoint whose worker can never be placed on these GPUs is refused here, by name.
+ */
+function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string, machine: MachineOptions): Config {
+  const serving = machine.serving ?? true;
+  const placed = Object.entries(parsed.endpoints).filter(([, ep]) => startsWorkers(parsed, ep) && gpuNeed(ep).gpus > 0);
+  const gpus = parsed.server.gpus ?? (placed.length && serving ? (machine.detectGpus ?? detectGpus)() : []);
+  for (const [id, ep] of serving ? placed : []) {
+    const need = gpuNeed(ep);
+    if (gpuCapacity(gpus, need) > 0) continue;
+    const what = `each worker needs ${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB free` : ""}${ep.gpusPerWorker === undefined ? ' (options.device = "cuda")' : ""}`;
+    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${g.id} (${g.memoryMb} MiB)` : g.id)).join(", ")}` : parsed.server.gpus ? "server.gpus lists none" : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
+    throw new ConfigError(`${source}: endpoints.${id}: ${what}, and ${have}: set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"`);
+  }
+  const endpoints = parsed.endpoints as Record<string, EndpointConfig>;
+  for (const ep of Object.values(endpoints)) {
+    if (ep.workersMax !== undefined) continue;
+    const need = gpuNeed(ep);
+    ep.workersMax = !isModelEndpoint(ep) ? DEFAULT_WORKERS_MAX : need.gpus > 0 ? Math.max(1, gpuCapacity(gpus, need)) : 1;
+  }
+  return { ...parsed, server: { ...parsed.server, gpus }, endpoints };
+}
+
+/** workersMax of an endpoint that is not a model endpoint. */
+const DEFAULT_WORKERS_MAX = 3;
+
+/** Validates a config object; the one place defaults come from (tests pass a fake GPU list in `machine`). */
+export function parseConfig(raw: unknown, source = "config", machine: MachineOptions = {}): Config {
   // zod drops a __proto__ key without a word; say so instead of losing the endpoint.
   const endpoints = (raw as { endpoints?: unknown } | null)?.endpoints;
   if (typeof endpoints === "object" && endpoints !== null && Object.hasOwn(endpoints, "__proto__")) {
@@ -191,7 +257,7 @@ export function parseConfig(raw: unknown, source = "config"): Config {
   }
   const result = configSchema.safeParse(raw);
   if (!result.success) throw new ConfigError(`${source}: ${describeIssues(result.error)}`);
-  return result.data;
+  return withFleetDefaults(result.data, source, machine);
 }
 
 /** The package's root: relative handler paths of the built-in config are resolved from it. */
@@ -204,8 +270,8 @@ function resolveHandlers(config: Config, base: string): Config {
 }
 
 /** Reads a TOML config file, or the built-in default (endpoint `echo`) when none is given. */
-export async function loadConfig(path?: string): Promise<Config> {
-  if (!path) return resolveHandlers(parseConfig(Bun.TOML.parse(defaultToml), "built-in default config"), PACKAGE_ROOT);
+export async function loadConfig(path?: string, machine: MachineOptions = {}): Promise<Config> {
+  if (!path) return resolveHandlers(parseConfig(Bun.TOML.parse(defaultToml), "built-in default config", machine), PACKAGE_ROOT);
   const file = Bun.file(path);
   if (!(await file.exists())) throw new ConfigError(`config file not found: ${path}`);
   let raw: unknown;
@@ -214,5 +280,5 @@ export async function loadConfig(path?: string): Promise<Config> {
   } catch (err) {
     throw new ConfigError(`${path}: not valid TOML: ${(err as Error).message}`);
   }
-  return resolveHandlers(parseConfig(raw, path), dirname(resolve(path)));
+  return resolveHandlers(parseConfig(raw, path, machine), dirname(resolve(path)));
 }

@@ -61,6 +61,16 @@ export const startErrorReportSchema = z.object({
 });
 export type StartErrorReport = z.infer<typeof startErrorReportSchema>;
 
+/** Why the scaler starts fewer workers than the endpoint wants (extra /health field). */
+export const scaleUpHoldSchema = z.object({
+  /** gpu: no GPU has room for another worker. */
+  reason: z.enum(["gpu"]),
+  /** Workers wanted and not started. */
+  workers: count,
+  message: z.string(),
+});
+export type ScaleUpHold = z.infer<typeof scaleUpHoldSchema>;
+
 export const healthResponseSchema = z.object({
   jobs: z.object({ completed: count, failed: count, inProgress: count, inQueue: count, retried: count }),
   /**
@@ -71,6 +81,8 @@ export const healthResponseSchema = z.object({
    */
   workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, failing: count.optional(), stopping: count.optional() }),
   lastStartError: startErrorReportSchema.optional(),
+  /** Present while a scale-up waits (on the server that runs scaling). */
+  scaleUpHeld: scaleUpHoldSchema.optional(),
 });
 export type HealthResponse = z.infer<typeof healthResponseSchema>;
 

@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
+import type { ScaleUpHold } from "../protocol/job-response.ts";
 import type { InputSchemas } from "./jobs/input-schemas.ts";
 import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
@@ -25,6 +26,8 @@ export interface AppDeps {
   initializing?: (endpointId: string) => number;
   /** Worker processes the scaler is ending and that have not exited, per endpoint. */
   stopping?: (endpointId: string) => number;
+  /** Why the scaler holds a scale-up of the endpoint (no GPU free); undefined when it does not. */
+  held?: (endpointId: string) => ScaleUpHold | undefined;
   /** Input schemas of endpoints whose handler the server can import (400 at submission). */
   inputSchemas?: InputSchemas;
   /** Workers that fail to start, per endpoint: /health shows it, submissions are refused at the limit. */

@@ -37,9 +37,15 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   const clientSteps = new ClientSteps(deps);
   const answerError = errorAnswer(log);
 
+  // The job path's routes first: they make the middleware's checks themselves (and most of their
+  // requests are matched before Hono's router, by jobPath.match). A status asked as events goes
+  // on, through the middleware, to the SSE route.
+  const jobPath = jobPathRoutes(deps, access, { client: clientSteps, worker: steps }, metrics);
+  const app = new Hono<AppEnv>();
+  app.route("/", jobPath.routes);
+
   // Every other route, behind the Hono middleware that counts, authenticates and authorizes.
-  const rest = new Hono<AppEnv>();
-  rest.use(countRequests(metrics));
+  app.use(countRequests(metrics));
   const v2 = new Hono<AppEnv>();
   // Authentication comes first, so an unknown key learns nothing about jobs or endpoints here
   // (the public /openapi.json does list the endpoints and their inputs).
@@ -50,22 +56,13 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files, steps.presence));
   v2.route("/:endpoint", scalingRoutes(deps));
-  rest.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
-  rest.route("/v2", v2);
-  rest.route("/files", fileDownloadRoutes(deps, deps.localFiles));
-  rest.route("/", metricsRoutes(deps, metrics));
-  rest.route("/", openapiRoutes(deps));
-  rest.route("/dashboard/api", dashboardApi(deps));
-  rest.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
-  rest.onError((err, c) => answerError(err, c.req.raw));
-
-  // The job path's routes make the middleware's checks themselves, so Hono calls each handler
-  // alone, and most of their requests are matched before Hono's router (jobPath.match); a request
-  // they do not match (or hand on: a status asked as events) goes to `rest`.
-  const jobPath = jobPathRoutes(deps, access, { client: clientSteps, worker: steps }, metrics);
-  const app = new Hono<AppEnv>();
-  app.route("/", jobPath.routes);
-  app.notFound((c) => rest.fetch(c.req.raw, c.env));
+  app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
+  app.route("/v2", v2);
+  app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
+  app.route("/", metricsRoutes(deps, metrics));
+  app.route("/", openapiRoutes(deps));
+  app.route("/dashboard/api", dashboardApi(deps));
+  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
   app.onError((err, c) => answerError(err, c.req.raw));
 
   const routed = app.fetch;

@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from "../clock.ts";
 import type { Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
+import type { ScaleUpHold } from "../protocol/job-response.ts";
 import { createApp } from "./app.ts";
 import { dashboardPages } from "./dashboard/dashboard-pages.ts";
 import { LocalFileStore } from "./files/file-store.ts";
@@ -68,7 +69,7 @@ export function startServer(options: {
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
   const stats = new EndpointStatsRecorder(jobEvents, clock);
   // The scaler is made just below; the metrics ask it only when scraped.
-  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep), stopping: (ep: string): number => scaler.stopping(ep) });
+  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep), stopping: (ep: string): number => scaler.stopping(ep), held: (ep: string): ScaleUpHold | undefined => scaler.held(ep), startFailures: { retrying: (ep: string): boolean => startFailures.retrying(ep) } });
   const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
   const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
@@ -82,6 +83,7 @@ export function startServer(options: {
     inputSchemas,
     initializing: (ep: string) => scaler.initializing(ep),
     stopping: (ep: string) => scaler.stopping(ep),
+    held: (ep: string) => scaler.held(ep),
     workerSeen: (id: string, ep: string) => {
       scaler.seen(id);
       startFailures.ready(ep);

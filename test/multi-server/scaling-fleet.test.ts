@@ -60,6 +60,42 @@ test("two servers on Redis: the scaler counts the endpoint's workers from the st
   }
 });
 
+test("two servers on Redis with workersMin 1: a server without the lease stops its idle worker only when the others' kept workers hold the floor, so the fleet never drops below workersMin", async () => {
+  const clock = new ManualClock(Date.now());
+  const url = `${await redisUrl()}?prefix=fleet-${crypto.randomUUID().slice(0, 8)}`;
+  const lease = await createStore(url, { retention: RETENTION });
+  expect(await lease.tryLease(DUTIES_LEASE, "the test", 86_400_000, clock.now())).toBe(true);
+  const endpoints = { ep: { ...ENDPOINT, workersMin: 1 } };
+  const server = async () =>
+    startTestServer({ clock, store: await createStore(url, { retention: RETENTION }), server: { takeWaitMs: 30_000, stopWaitMs: 30_000, scaleIntervalMs: 3_600_000 }, endpoints });
+  await using a = await server();
+  await using b = await server();
+  try {
+    // One worker on each server, each running a job.
+    const first = (await a.json("POST", "/v2/ep/run", { input: { hold: true } }))[1].id;
+    await a.server.scaler.tick();
+    await until(async () => (await workers(a)).running === 1, "a's worker running its job");
+    const second = (await a.json("POST", "/v2/ep/run", { input: { hold: true } }))[1].id;
+    await b.server.scaler.tick();
+    await until(async () => (await workers(a)).running === 2, "b's worker running its job");
+    expect([a.server.scaler.running("ep").length, b.server.scaler.running("ep").length]).toEqual([1, 1]);
+
+    // Both idle past idleTimeout; the floor is 1. b (the holder) may stop its own, so a keeps its.
+    for (const id of [first, second]) await a.json("POST", `/v2/ep/cancel/${id}`);
+    await until(async () => (await workers(a)).idle === 2, "both workers idle");
+    clock.advance(ENDPOINT.idleTimeout * 1000);
+    await a.server.scaler.retireIdle();
+    expect(a.server.scaler.running("ep").length).toBe(1);
+    await b.server.scaler.tick();
+    expect(b.server.scaler.running("ep")).toEqual([]);
+    await until(async () => (await workers(a)).idle === 1 && b.server.scaler.stopping("ep") === 0, "b's worker to exit");
+    await a.server.scaler.retireIdle();
+    expect(a.server.scaler.running("ep").length).toBe(1);
+  } finally {
+    await lease.close();
+  }
+});
+
 test("two `spool serve` on Redis: after the lease holder is killed, the new holder replaces its workers without passing workersMax, and stops them once idle", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-fleet-"));
   const store = `${await redisUrl()}?prefix=fleet-${crypto.randomUUID().slice(0, 8)}`;

@@ -514,7 +514,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
     test("failQueued ends the live queued jobs FAILED with the error, running ones untouched", withStore(async (s) => {
       for (const id of ["q1", "q2", "run"]) await s.enqueue(newJob(id, id === "q2" ? { webhook: "http://x/h" } : {}), T0);
       await s.claim("ep", "w", 1, T0); // q1
-      const failed = await s.failQueued("ep", "no worker", T0 + 5);
+      const failed = await s.failQueued("ep", "no worker", T0 + 5, 10);
       expect(failed.map((j) => [j.id, j.status, j.error, j.completedAt, j.expiresAt])).toEqual([
         ["q2", "FAILED", "no worker", T0 + 5, T0 + 5 + RETENTION.asyncMs],
         ["run", "FAILED", "no worker", T0 + 5, T0 + 5 + RETENTION.asyncMs],
@@ -524,7 +524,17 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.health("ep", T0 + 5, 60_000)).jobs).toEqual({ completed: 0, failed: 2, inProgress: 1, inQueue: 0, retried: 0 });
       expect((await s.takeDueDeliveries(T0 + 5, 1_000, 10)).map((d) => [d.job.id, d.job.status])).toEqual([["q2", "FAILED"]]);
       expect(await s.claim("ep", "w", 5, T0 + 5)).toEqual([]);
-      expect(await s.failQueued("ep", "again", T0 + 6)).toEqual([]);
+      expect(await s.failQueued("ep", "again", T0 + 6, 10)).toEqual([]);
+    }));
+
+    test("failQueued ends at most `limit` jobs a call, in queue order, passing expired ones", withStore(async (s) => {
+      await s.enqueue(newJob("old", { policy: { executionTimeout: 600_000, lowPriority: false, ttl: 10_000 } }), T0);
+      for (const id of ["a", "b", "c"]) await s.enqueue(newJob(id), T0 + 1);
+      const at = T0 + 10_001; // "old" has expired, not swept yet
+      expect((await s.failQueued("ep", "x", at, 2)).map((j) => j.id)).toEqual(["a", "b"]);
+      expect((await s.failQueued("ep", "x", at, 2)).map((j) => j.id)).toEqual(["c"]);
+      expect(await s.failQueued("ep", "x", at, 2)).toEqual([]);
+      expect((await s.health("ep", at, 60_000)).jobs.failed).toBe(3);
     }));
 
     test("sweep: expiry, execution timeout (worker told), worker loss re-queues once then fails", withStore(async (s) => {

@@ -1,9 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config/config.ts";
+import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import type { JobEvent, JobEvents } from "../jobs/job-events.ts";
 import type { Store } from "../store/store.ts";
 import { scalingSignal } from "../scaling/scaling-signal.ts";
+import type { StartFailures } from "../scaling/start-failures.ts";
 
 /** Seconds, from a fast job's queue wait up to an hour-long generation. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
@@ -49,6 +51,10 @@ export interface MetricsDeps {
   initializing?: (endpointId: string) => number;
   /** Worker processes the scaler is ending and that have not exited, per endpoint. */
   stopping?: (endpointId: string) => number;
+  /** Why the scaler holds a scale-up of the endpoint; undefined when it does not. */
+  held?: (endpointId: string) => ScaleUpHold | undefined;
+  /** Whether the endpoint's workers keep failing to start (its scaling signal asks for one). */
+  startFailures?: Pick<StartFailures, "retrying">;
 }
 
 /**
@@ -78,6 +84,7 @@ export class ServerMetrics {
   readonly #workers: Gauge<"endpoint" | "state">;
   readonly #oldestAge: Gauge<"endpoint">;
   readonly #desired: Gauge<"endpoint">;
+  readonly #held: Gauge<"endpoint" | "reason">;
 
   constructor(deps: MetricsDeps) {
     this.#deps = deps;
@@ -114,6 +121,7 @@ export class ServerMetrics {
     this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet), stopping (being ended by this server's scaler, not exited yet).`, ["endpoint", "state"]);
     this.#oldestAge = gauge("spool_queue_oldest_age_seconds", `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`, ["endpoint"]);
     this.#desired = gauge("spool_desired_workers", `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`, ["endpoint"]);
+    this.#held = gauge("spool_scale_up_held", `Workers the endpoint wants that the scaler cannot start, by reason (gpu: no GPU has room). Set by the server that runs scaling.`, ["endpoint", "reason"]);
     collectDefaultMetrics({ register: this.registry });
     // Bun's v8.getHeapSpaceStatistics walks the heap: 7 ms a scrape at 1k queued jobs, 29 ms at
     // 100k (scripts/bench-metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).
@@ -186,6 +194,7 @@ export class ServerMetrics {
       const signal = await scalingSignal(this.#deps, endpoint, config.endpoints[endpoint]!);
       this.#oldestAge.set({ endpoint }, signal.oldestQueuedAgeSeconds);
       this.#desired.set({ endpoint }, signal.desiredWorkers);
+      this.#held.set({ endpoint, reason: "gpu" }, this.#deps.held?.(endpoint)?.workers ?? 0);
     }
     return this.registry.metrics();
   }

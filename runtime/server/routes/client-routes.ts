@@ -64,6 +64,8 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     health.workers.idle = Math.max(0, health.workers.idle - stopping);
     // Present only while there is one: RunPod's health has no such state.
     if (stopping > 0) health.workers.stopping = stopping;
+    const held = deps.held?.(c.get("endpointId"));
+    if (held) health.scaleUpHeld = held;
     return c.json(health satisfies HealthResponse);
   });
 

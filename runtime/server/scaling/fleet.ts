@@ -24,3 +24,15 @@ export function fleetOf(own: ReadonlyMap<string, OwnWorker>, stats: Pick<Scaling
   }
   return { current: live + others, initializing };
 }
+
+/**
+ * Other servers' workers that nobody stops now: busy, or idle for less than idleTimeout. A server
+ * that does not hold the scaling lease counts only these beside its own when it stops idle
+ * workers, since the holder and the other servers may be stopping theirs at the same moment:
+ * each keeps the floor on its own count, so together they never take the fleet below it.
+ */
+export function othersKept(own: ReadonlyMap<string, OwnWorker>, stats: Pick<ScalingStats, "workers">, idleMs: number, now: number): number {
+  let kept = 0;
+  for (const w of stats.workers) if (!own.has(w.id) && (w.running > 0 || now - (w.lastActive ?? 0) < idleMs)) kept++;
+  return kept;
+}

@@ -1,12 +1,13 @@
-import { startsWorkers, type EndpointConfig } from "../../config/config.ts";
+import { gpuNeed, startsWorkers, type EndpointConfig } from "../../config/config.ts";
+import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import { resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
-import { fleetOf } from "./fleet.ts";
-import { detectGpus, GpuPlacement, gpuEnv, gpusPerWorker } from "./gpu-placement.ts";
+import { fleetOf, othersKept } from "./fleet.ts";
+import { GpuPlacement, gpuEnv, type GpuGrant } from "./gpu-placement.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import { newWorkerId } from "./worker-id.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
@@ -30,8 +31,8 @@ interface EndpointState {
   workers: Map<string, Managed>;
   crashes: number;
   notBefore: number;
-  /** A scale-up is held until a GPU is free (logged once per wait). */
-  waitingForGpu?: boolean;
+  /** Workers wanted that wait for a free GPU (logged once per wait). */
+  held?: ScaleUpHold;
 }
 
 /**
@@ -57,8 +58,8 @@ export class Scaler {
     this.#deps = deps;
     this.#serverId = serverId;
     this.#provider = provider;
-    const scaled = Object.values(deps.config.endpoints).filter((ep) => ep.handler);
-    this.#gpus = new GpuPlacement(deps.config.server.gpus ?? (scaled.some((ep) => gpusPerWorker(ep) > 0) ? detectGpus() : []));
+    // Known since config load, which refused any endpoint whose worker can never be placed.
+    this.#gpus = new GpuPlacement(deps.config.server.gpus);
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
       if (startsWorkers(deps.config, ep)) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
     }
@@ -86,6 +87,11 @@ export class Scaler {
   stopping(endpointId: string): number {
     const state = this.#endpoints.get(endpointId);
     return state ? [...state.workers.values()].filter(isEnding).length : 0;
+  }
+
+  /** Why the endpoint has fewer workers than it wants (no GPU free); undefined when it has them. */
+  held(endpointId: string): ScaleUpHold | undefined {
+    return this.#endpoints.get(endpointId)?.held;
   }
 
   /** Workers the scaler runs for the endpoint now (not counting ones being stopped). */
@@ -146,7 +152,7 @@ export class Scaler {
     for (const [id, state] of this.#endpoints) await this.#scale(id, this.#deps.config.endpoints[id]!, state, false);
   }
 
-  async #scale(endpointId: string, config: EndpointConfig, state: EndpointState, startsWorkers = true): Promise<void> {
+  async #scale(endpointId: string, config: EndpointConfig, state: EndpointState, holder = true): Promise<void> {
     const { store, clock, log } = this.#deps;
     const now = clock.now();
     const stats = await store.scalingStats(endpointId, now, this.#deps.config.server.workerLossTimeoutMs);
@@ -159,24 +165,29 @@ export class Scaler {
 
     // While its workers fail to start (its jobs failed, submissions refused), keep trying one.
     const target = Math.max(targetWorkers(input), this.#deps.startFailures?.retrying(endpointId) ? 1 : 0);
+    if (!holder) state.held = undefined;
     if (target > current) {
-      if (startsWorkers && now >= state.notBefore) {
+      if (holder && now >= state.notBefore) {
         // This server's processes count until they have exited, stopping or not: the fleet never
         // passes workersMax while a stuck process is being ended.
         const stopping = state.workers.size - live.length;
         const room = Math.min(target - current, config.workersMax - current - stopping);
-        for (let i = 0; i < room; i++) if (!this.#startWorker(endpointId, config, state)) break;
+        let started = 0;
+        while (started < room && this.#startWorker(endpointId, config, state)) started++;
+        this.#hold(endpointId, config, state, room - started);
       }
       return;
     }
+    state.held = undefined;
 
     // Scale down: idle workers past idleTimeout, oldest idle first, never below the floor.
     const floor = floorWorkers(input);
+    const idleMs = config.idleTimeout * 1000;
     const idle = live
       .map(([id, w]) => ({ id, w, since: Math.max(w.startedAt, seen.get(id)?.lastActive ?? 0), info: seen.get(id) }))
-      .filter((x) => x.info && x.info.running === 0 && !x.w.handle.overdue?.() && now - x.since >= config.idleTimeout * 1000)
+      .filter((x) => x.info && x.info.running === 0 && !x.w.handle.overdue?.() && now - x.since >= idleMs)
       .sort((a, b) => a.since - b.since);
-    let count = current;
+    let count = holder ? current : live.length + othersKept(state.workers, stats, idleMs, now);
     for (const x of idle) {
       if (count <= floor) break;
       x.w.stopping = true;
@@ -187,17 +198,26 @@ export class Scaler {
     }
   }
 
+  /** Records (and logs once per wait) the workers a scale-up could not start for want of a GPU. */
+  #hold(endpointId: string, config: EndpointConfig, state: EndpointState, workers: number): void {
+    if (workers <= 0) {
+      state.held = undefined;
+      return;
+    }
+    const need = gpuNeed(config);
+    const each = `${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB` : ""}`;
+    const message = `${workers} worker${workers > 1 ? "s wait" : " waits"} for a free GPU: each needs ${each}, and none of the ${this.#gpus.devices.length} GPUs here has room`;
+    if (!state.held) this.#deps.log.warn("scale-up waits for a free GPU", { endpointId, workers, ...need, gpus: this.#gpus.devices.length, free: this.#gpus.free });
+    state.held = { reason: "gpu", workers, message };
+  }
+
   /** Starts one worker; false when it must wait for a free GPU. */
   #startWorker(endpointId: string, config: EndpointConfig, state: EndpointState): boolean {
     const { clock, log, store } = this.#deps;
-    const need = gpusPerWorker(config);
-    const gpus = need > 0 ? this.#gpus.take(need) : [];
-    if (!gpus) {
-      if (!state.waitingForGpu) log.warn("scale-up waits for a free GPU", { endpointId, gpusPerWorker: need, gpus: this.#gpus.devices.length, free: this.#gpus.free });
-      state.waitingForGpu = true;
-      return false;
-    }
-    state.waitingForGpu = false;
+    const need = gpuNeed(config);
+    const grant: GpuGrant | undefined = need.gpus > 0 ? this.#gpus.take(need) : { ids: [] };
+    if (!grant) return false;
+    const gpus = grant.ids;
     const workerId = newWorkerId(endpointId);
     const handle = this.#provider.start({
       endpointId,
@@ -208,13 +228,13 @@ export class Scaler {
       env: {
         [OPTIONS_ENV]: JSON.stringify(config.options),
         SPOOL_DATA_DIR: resolve(this.#deps.config.server.data),
-        ...(need > 0 ? gpuEnv(gpus) : {}),
+        ...(need.gpus > 0 ? gpuEnv(gpus) : {}),
       },
     });
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
-    log.info("started worker", { endpointId, workerId, ...(need > 0 ? { gpus } : {}) });
+    log.info("started worker", { endpointId, workerId, ...(need.gpus > 0 ? { gpus } : {}) });
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
@@ -224,7 +244,7 @@ export class Scaler {
       await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       state.workers.delete(workerId);
       this.#byId.delete(workerId);
-      this.#gpus.release(gpus);
+      this.#gpus.release(grant);
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });

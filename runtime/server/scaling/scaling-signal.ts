@@ -3,6 +3,7 @@ import type { Config, EndpointConfig } from "../../config/config.ts";
 import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
 import type { Store } from "../store/store.ts";
 import { targetWorkers } from "./scale-decision.ts";
+import type { StartFailures } from "./start-failures.ts";
 
 export interface SignalDeps {
   store: Store;
@@ -10,6 +11,8 @@ export interface SignalDeps {
   clock: Clock;
   /** Workers started by this server's scaler and not heard from yet. */
   initializing?: (endpointId: string) => number;
+  /** Endpoints whose workers keep failing to start: one worker is still wanted, to try again. */
+  startFailures?: Pick<StartFailures, "retrying">;
 }
 
 /**
@@ -30,7 +33,9 @@ export async function scalingSignal(deps: SignalDeps, endpointId: string, endpoi
     inProgress: stats.inProgress,
     oldestQueuedAgeSeconds: stats.oldestQueuedAt === undefined ? 0 : Math.max(0, now - stats.oldestQueuedAt) / 1000,
     workers: stats.workers.length,
-    desiredWorkers: targetWorkers({ config: endpoint, stats, current, initializing, now }),
+    // As the scaler does: while starts keep failing (its jobs failed, submissions refused), one
+    // worker is still wanted, or an outside autoscaler would stop trying at zero.
+    desiredWorkers: Math.max(targetWorkers({ config: endpoint, stats, current, initializing, now }), deps.startFailures?.retrying(endpointId) ? 1 : 0),
     workersMin: endpoint.workersMin,
     workersMax: endpoint.workersMax,
   };

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { Clock } from "../../clock.ts";
-import type { Config } from "../../config/config.ts";
+import { startsWorkers, type Config } from "../../config/config.ts";
 import type { Log } from "../../log.ts";
 import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/job-response.ts";
 import { HttpError } from "../http/http-error.ts";
@@ -35,6 +35,8 @@ export interface StartFailuresDeps {
 
 /** Retry-After for an endpoint whose outside workers report start failures: when one may have been restarted. */
 const REPORTED_RETRY_MS = 10_000;
+/** Queued jobs failed a store call: a long queue never holds the store (Redis: every server) in one step. */
+const FAIL_BATCH = 500;
 
 /**
  * Workers that exit before they are ready, per endpoint: consecutive failed starts since a
@@ -75,10 +77,12 @@ export class StartFailures {
 
   /**
    * A worker that connects itself reported that it cannot start (ping ?status=start_failed&reason=).
-   * Workers the scaler starts are judged by their exit instead (it keeps their error output).
+   * Workers this server's scaler starts are judged by their exit instead (it keeps their error
+   * output); an endpoint with a handler and the external provider counts the reports.
    */
   async reported(endpointId: string, workerId: string, reason: string): Promise<void> {
-    if (this.#deps.config.endpoints[endpointId]?.handler) return;
+    const endpoint = this.#deps.config.endpoints[endpointId];
+    if (!endpoint || startsWorkers(this.#deps.config, endpoint)) return;
     await this.failed(endpointId, workerId, { output: reason.slice(-4000) }, REPORTED_RETRY_MS);
   }
 
@@ -122,9 +126,14 @@ export class StartFailures {
       runpod_version: "spool",
     });
     try {
-      const ended = await store.failQueued(endpointId, error, clock.now());
-      for (const job of ended) jobEvents.emit({ type: "ended", job });
-      if (ended.length) log.warn("failed the queued jobs of an endpoint whose workers cannot start", { endpointId, jobs: ended.length });
+      let failed = 0;
+      for (;;) {
+        const ended = await store.failQueued(endpointId, error, clock.now(), FAIL_BATCH);
+        for (const job of ended) jobEvents.emit({ type: "ended", job });
+        failed += ended.length;
+        if (ended.length < FAIL_BATCH) break;
+      }
+      if (failed) log.warn("failed the queued jobs of an endpoint whose workers cannot start", { endpointId, jobs: failed });
     } catch (err) {
       log.error("could not fail the queued jobs of an endpoint whose workers cannot start", { endpointId, error: String(err) });
     }

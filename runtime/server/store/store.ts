@@ -248,8 +248,11 @@ export interface Store {
   retry(endpointId: string, jobId: string, now: number): Promise<RetryOutcome>;
   /** Removes every queued job of the endpoint; returns how many. */
   purgeQueue(endpointId: string, now: number): Promise<number>;
-  /** Ends every live queued job of the endpoint FAILED with `error` (its workers cannot start); returns them. */
-  failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]>;
+  /**
+   * Ends up to `limit` live queued jobs of the endpoint FAILED with `error` (its workers cannot
+   * start), first in queue order; returns them. Fewer than `limit`: none is left.
+   */
+  failQueued(endpointId: string, error: unknown, now: number, limit: number): Promise<EndedJob[]>;
   health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse>;
   /** Live jobs of the endpoint, newest first, only those in `status` when given; `before` is a cursor from an earlier page. */
   recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }>;

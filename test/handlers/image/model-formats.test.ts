@@ -77,6 +77,31 @@ describe("precision", () => {
     expectClose(image, fp32Image);
   });
 
+  test("the tensors constant for a job (text embeddings, ids, guidance) are converted to fp16 once per job, not once per step", async () => {
+    const pipeline = await FluxPipeline.load(await make("fp16-constant", { precision: "fp16" }), { device: "cpu", maxSequenceLength: 512 });
+    try {
+      // The real graph runs; each call's arguments are kept.
+      const calls: { feeds: string[]; fixed: Record<string, { type: string }> }[] = [];
+      const run = pipeline.transformer.run.bind(pipeline.transformer);
+      pipeline.transformer.run = (feeds, wanted, fixed = {}) => (calls.push({ feeds: Object.keys(feeds).sort(), fixed }), run(feeds, wanted, fixed));
+      await pipeline.generate(request);
+      await pipeline.generate({ ...request, prompt: "a blue dog" });
+      expect(calls.map((c) => c.feeds)).toEqual(Array(2 * request.steps).fill(["hidden_states", "timestep"]));
+      const [first, second] = [calls[0]!.fixed, calls[request.steps]!.fixed];
+      expect(calls.slice(0, request.steps).every((c) => c.fixed === first) && calls.slice(request.steps).every((c) => c.fixed === second)).toBe(true);
+      expect(first === second).toBe(false);
+      expect(Object.fromEntries(Object.entries(first).map(([name, t]) => [name, t.type]))).toEqual({
+        encoder_hidden_states: "float16",
+        pooled_projections: "float16",
+        img_ids: "float16",
+        txt_ids: "float16",
+        guidance: "float16",
+      });
+    } finally {
+      await pipeline.dispose();
+    }
+  });
+
   test("true CFG with a negative prompt runs on fp16 too (batch of two through fp16 boundaries)", async () => {
     const cfg = { ...request, negativePrompt: "blurry", trueCfgScale: 4 };
     const [a, b] = await Promise.all([imageOf(join(dir, "fp32"), cfg), imageOf(join(dir, "fp16"), cfg)]);

@@ -3,8 +3,9 @@ import { join, resolve } from "node:path";
 import { parseConfig } from "../../../runtime/config/config.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "../../../runtime/server/scaling/worker-provider.ts";
 import { GatedProvider } from "../../helpers/gated-provider.ts";
+import { Exposition } from "../../helpers/prometheus.ts";
 import { spawnProcess } from "../../helpers/spawned.ts";
-import { startTestServer } from "../../helpers/test-server.ts";
+import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const ROOT = resolve(import.meta.dir, "../../..");
@@ -26,6 +27,9 @@ const outsideWorker = (url: string, key: string, endpoint: string, workerId: str
   spawnProcess([process.execPath, CLI, "worker", ECHO, "--url", url, "--endpoint", endpoint, "--worker-id", workerId], {
     env: { PATH: process.env.PATH, SPOOL_API_KEY: key, ...env },
   });
+
+const desiredMetric = async (srv: TestServer, endpoint: string) =>
+  new Exposition(await (await srv.call("GET", "/metrics")).text()).value("spool_desired_workers", { endpoint });
 
 describe('provider = "external"', () => {
   test("server-wide: the scaler starts nothing even for workersMin; a worker from outside is reported and runs jobs", async () => {
@@ -66,6 +70,23 @@ describe('provider = "external"', () => {
     expect(await pod.proc.exited).toBe(0);
     await pod.waitFor(/idle; exiting/);
     expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { n: 1 }, workerId: "job-pod" });
+  });
+
+  test("an endpoint with a handler on the external provider: a worker's start-failure report counts, and /scaling still asks for one worker once its jobs failed", async () => {
+    const provider = new RecordingProvider();
+    await using srv = await startTestServer({ provider, endpoints: { ext: { handler: ECHO, provider: "external", startFailureLimit: 1 } } });
+    const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
+    expect((await srv.json("GET", "/v2/ext/scaling"))[1]).toMatchObject({ queued: 1, desiredWorkers: 1 });
+
+    const report = await srv.call("GET", "/v2/ext/ping/pod-1?status=start_failed&reason=Error%3A%20weights%20missing", undefined, { auth: srv.key });
+    expect(report.status).toBe(200);
+    const health = (await srv.json("GET", "/v2/ext/health"))[1];
+    expect(health.lastStartError).toMatchObject({ message: "Error: weights missing", attempts: 1, refusing: true });
+    expect((await srv.json("GET", `/v2/ext/status/${queued.id}`))[1].status).toBe("FAILED");
+    // Nothing queued, yet one worker is wanted: an autoscaler following desiredWorkers keeps trying.
+    expect((await srv.json("GET", "/v2/ext/scaling"))[1]).toMatchObject({ queued: 0, inProgress: 0, workers: 0, desiredWorkers: 1 });
+    expect(await desiredMetric(srv, "ext")).toBe(1);
+    expect(provider.started).toEqual([]);
   });
 
   test("a provider other than local or external is a config error naming the setting", () => {

@@ -162,8 +162,8 @@ export class RedisStore implements Store {
     return Number(await this.#scripts.run("purge", [now, endpointId]));
   }
 
-  async failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]> {
-    const rows = (await this.#scripts.run("failQueued", [now, endpointId, JSON.stringify(error)])) as JobReply[];
+  async failQueued(endpointId: string, error: unknown, now: number, limit: number): Promise<EndedJob[]> {
+    const rows = (await this.#scripts.run("failQueued", [now, endpointId, JSON.stringify(error), limit])) as JobReply[];
     return rows.map(endedFromReply);
   }
 

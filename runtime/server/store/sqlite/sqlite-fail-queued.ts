@@ -4,10 +4,14 @@ import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json, toEndedJob } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
-/** Ends the endpoint's live queued jobs FAILED with `error` (its workers cannot start), as a result would. */
-export function failQueuedJobs(s: SqliteContext, endpointId: string, error: unknown, now: number, announce: Announce): EndedJob[] {
+/** Ends up to `limit` of the endpoint's live queued jobs FAILED with `error` (its workers cannot start), as a result would. */
+export function failQueuedJobs(s: SqliteContext, endpointId: string, error: unknown, now: number, limit: number, announce: Announce): EndedJob[] {
   // The queue in memory names the queued jobs; expired ones are left to the sweep.
-  const queued = [...s.index.of(endpointId).queue.inOrder()].filter((e) => e.expiresAt > now);
+  const queued: { id: string; seq: number }[] = [];
+  for (const e of s.index.of(endpointId).queue.inOrder()) {
+    if (queued.length === limit) break;
+    if (e.expiresAt > now) queued.push(e);
+  }
   const text = json(error);
   const read = s.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
   const fail = s.db.query<never, [string | null, number, number, string]>(

@@ -205,8 +205,8 @@ export class SqliteStore implements Store {
     return this.#tx((announce) => jobTransitions.purgeQueue(this.#sql, endpointId, now, announce));
   }
 
-  async failQueued(endpointId: string, error: unknown, now: number): Promise<EndedJob[]> {
-    return this.#tx((announce) => failQueuedJobs(this.#sql, endpointId, error, now, announce));
+  async failQueued(endpointId: string, error: unknown, now: number, limit: number): Promise<EndedJob[]> {
+    return this.#tx((announce) => failQueuedJobs(this.#sql, endpointId, error, now, limit, announce));
   }
 
   async health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse> {

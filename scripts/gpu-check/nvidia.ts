@@ -1,0 +1,49 @@
+/** What nvidia-smi says about the processes on each GPU, for the GPU check. */
+
+/** nvidia-smi's CSV lines; none when it is missing or fails (a rehearsal on a CPU host). */
+const query = (args: string[]): string[] => {
+  try {
+    const r = Bun.spawnSync(["nvidia-smi", ...args, "--format=csv,noheader,nounits"], { stdout: "pipe", stderr: "pipe" });
+    return r.exitCode === 0 ? r.stdout.toString().split("\n").map((l) => l.trim()).filter(Boolean) : [];
+  } catch {
+    return [];
+  }
+};
+
+/** The GPU index of each UUID. */
+export function gpuIndexes(): Map<string, string> {
+  return new Map(query(["--query-gpu=index,uuid"]).map((l) => l.split(",").map((s) => s.trim()) as [string, string]).map(([i, u]) => [u, i]));
+}
+
+/** The processes that hold GPU memory now: pid, GPU index, MiB. */
+export function computeApps(): { pid: number; gpu: string; usedMb: number }[] {
+  const index = gpuIndexes();
+  return query(["--query-compute-apps=pid,gpu_uuid,used_memory"]).map((l) => {
+    const [pid, uuid, used] = l.split(",").map((s) => s.trim());
+    return { pid: Number(pid), gpu: index.get(uuid!) ?? uuid!, usedMb: Number(used) };
+  });
+}
+
+/** The pid of each worker process (`--worker-id <id>` on its command line), from ps. */
+export function workerPids(): Map<string, number> {
+  const r = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" });
+  const pids = new Map<string, number>();
+  for (const line of r.stdout.toString().split("\n")) {
+    const m = /^\s*(\d+)\s.*--worker-id\s+(\S+)/.exec(line);
+    if (m) pids.set(m[2]!, Number(m[1]));
+  }
+  return pids;
+}
+
+/** The process and its descendants (a built binary may run its work in a child). */
+export function withChildren(pid: number): number[] {
+  const r = Bun.spawnSync(["ps", "-eo", "pid=,ppid="], { stdout: "pipe" });
+  const children = new Map<number, number[]>();
+  for (const line of r.stdout.toString().trim().split("\n")) {
+    const [p, pp] = line.trim().split(/\s+/).map(Number);
+    children.set(pp!, [...(children.get(pp!) ?? []), p!]);
+  }
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) all.push(...(children.get(all[i]!) ?? []));
+  return all;
+}

@@ -1,0 +1,86 @@
+import { describe, expect, test } from "bun:test";
+import { ConfigError, parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
+import { gpuCapacity, parseNvidiaSmi, type GpuDevice } from "../../runtime/config/gpus.ts";
+
+// What `nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits` prints on a host
+// with two 80 GB cards.
+const TWO_H100 = "0, 81559\n1, 81559\n";
+const H = "handlers/image/fast.ts";
+
+/** parseConfig with a fake device list, recording whether it was asked for. */
+function load(raw: ConfigInput, devices: GpuDevice[] = parseNvidiaSmi(TWO_H100)) {
+  let detected = 0;
+  const config = parseConfig(raw, "spool.toml", { detectGpus: () => (detected++, devices) });
+  return { config, detected };
+}
+
+describe("GPUs at config load", () => {
+  test("nvidia-smi's answer becomes devices with their memory; lines that do not parse are skipped", () => {
+    expect(parseNvidiaSmi(TWO_H100)).toEqual([{ id: "0", memoryMb: 81559 }, { id: "1", memoryMb: 81559 }]);
+    expect(parseNvidiaSmi("0, [N/A]\n\nNVIDIA-SMI has failed, x\n2,24576")).toEqual([{ id: "0" }, { id: "2", memoryMb: 24576 }]);
+  });
+
+  test("server.gpus takes plain ids and { id, memoryMb } objects; the machine is not asked then", () => {
+    const { config, detected } = load({ server: { gpus: ["0", { id: "GPU-1f2e", memoryMb: 24576 }] }, endpoints: { img: { handler: H, options: { device: "cuda" } } } });
+    expect(config.server.gpus).toEqual([{ id: "0" }, { id: "GPU-1f2e", memoryMb: 24576 }]);
+    expect(detected).toBe(0);
+    expect(() => parseConfig({ server: { gpus: [{ id: "0", memoryMb: 0 }] } }, "spool.toml")).toThrow("spool.toml: server.gpus.0");
+  });
+
+  test("the machine's GPUs are looked up only when an endpoint whose workers this server starts needs them", () => {
+    expect(load({ endpoints: { img: { handler: H, options: { device: "cpu" } }, ext: { handler: H, provider: "external", options: { device: "cuda" } } } })).toMatchObject({ detected: 0, config: { server: { gpus: [] } } });
+    expect(load({ endpoints: { img: { handler: H, options: { device: "cuda" } } } })).toMatchObject({ detected: 1, config: { server: { gpus: parseNvidiaSmi(TWO_H100) } } });
+  });
+
+  test("default workersMax: 3, or for a model endpoint as many workers as the GPUs hold (1 on a CPU host or device); a setting wins", () => {
+    const endpoints = {
+      echo: { handler: "handlers/examples/echo.ts" },
+      cpu: { handler: H, options: { device: "cpu" } },
+      cuda: { handler: H, options: { device: "cuda" } },
+      pairs: { handler: H, gpusPerWorker: 2, options: { device: "cuda" } },
+      small: { handler: H, gpuMemoryMb: 20_000, options: { device: "cuda" } },
+      set: { handler: H, workersMax: 7, options: { device: "cuda" } },
+      ext: { handler: H, provider: "external" as const, options: { device: "cuda" } },
+    };
+    const max = (devices?: GpuDevice[]) => Object.fromEntries(Object.entries(load({ endpoints }, devices).config.endpoints).map(([id, ep]) => [id, ep.workersMax]));
+    expect(max()).toEqual({ echo: 3, cpu: 1, cuda: 2, pairs: 1, small: 8, set: 7, ext: 2 });
+    expect(max([{ id: "0" }, { id: "1" }, { id: "2" }, { id: "3" }])).toEqual({ echo: 3, cpu: 1, cuda: 4, pairs: 2, small: 4, set: 7, ext: 4 });
+    // On a CPU host only CPU endpoints can start; a cuda one on the external provider gets 1.
+    expect(load({ endpoints: { cpu: endpoints.cpu, ext: endpoints.ext } }, []).config.endpoints).toMatchObject({ cpu: { workersMax: 1 }, ext: { workersMax: 1 } });
+  });
+
+  test("an endpoint whose worker can never be placed is refused at load, by name, with what is missing", () => {
+    const refused = (endpoint: NonNullable<ConfigInput["endpoints"]>[string], devices: GpuDevice[]) => {
+      try {
+        load({ endpoints: { img: { handler: H, ...endpoint } } }, devices);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message;
+      }
+      throw new Error("not refused");
+    };
+    expect(refused({ options: { device: "cuda" } }, [])).toBe(
+      'spool.toml: endpoints.img: each worker needs 1 GPU (options.device = "cuda"), and this host has no GPU (nvidia-smi lists none; server.gpus is unset): set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"',
+    );
+    expect(refused({ gpusPerWorker: 4 }, parseNvidiaSmi(TWO_H100))).toBe(
+      'spool.toml: endpoints.img: each worker needs 4 GPUs, and the GPUs here are 0 (81559 MiB), 1 (81559 MiB): set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"',
+    );
+    expect(refused({ gpuMemoryMb: 90_000, options: { device: "cuda" } }, parseNvidiaSmi(TWO_H100))).toMatch(/each worker needs 1 GPU with 90000 MiB free \(options.device = "cuda"\), and the GPUs here are 0 \(81559 MiB\)/);
+  });
+
+  test("a config read only for its store (spool keys, spool usage) neither looks up GPUs nor refuses a GPU endpoint", () => {
+    let detected = 0;
+    const config = parseConfig({ endpoints: { img: { handler: H, options: { device: "cuda" } } } }, "spool.toml", { serving: false, detectGpus: () => (detected++, []) });
+    expect({ detected, gpus: config.server.gpus, workersMax: config.endpoints.img!.workersMax }).toEqual({ detected: 0, gpus: [], workersMax: 1 });
+  });
+
+  test("capacity: whole devices, memory shares, and workers spanning several devices", () => {
+    const devs = (...mem: (number | undefined)[]) => mem.map((memoryMb, i) => (memoryMb === undefined ? { id: String(i) } : { id: String(i), memoryMb }));
+    expect(gpuCapacity(devs(80, 80, 80), { gpus: 1 })).toBe(3);
+    expect(gpuCapacity(devs(80, 80, 80), { gpus: 2 })).toBe(1);
+    expect(gpuCapacity(devs(80, 24, undefined), { gpus: 1, memoryMb: 20 })).toBe(4 + 1 + 1);
+    // Four slots on one device and one on another: a two-device worker fits once.
+    expect(gpuCapacity(devs(80, 20), { gpus: 2, memoryMb: 20 })).toBe(1);
+    expect(gpuCapacity(devs(10, 10), { gpus: 1, memoryMb: 20 })).toBe(0);
+  });
+});
