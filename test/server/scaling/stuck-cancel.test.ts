@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { alive, stuckPids } from "../../helpers/stuck-pids.ts";
+import { stuckPids, watchUntilGone, type StuckWatch } from "../../helpers/stuck-pids.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
@@ -25,23 +25,10 @@ function stuckServer(): Promise<TestServer> {
 
 const status = async (srv: TestServer, id: string): Promise<string> => (await srv.json("GET", `/v2/ep/status/${id}`))[1].status;
 
-/** Cancels the job and watches until `pid` is gone: the most worker processes alive, and what /health called the worker meanwhile. */
-async function cancelAndWatch(srv: TestServer, jobId: string, pid: number): Promise<{ maxAlive: number; shown: Set<string> }> {
+/** Cancels the job and watches until `pid` is gone. */
+async function cancelAndWatch(srv: TestServer, jobId: string, pid: number): Promise<StuckWatch> {
   expect(await srv.json("POST", `/v2/ep/cancel/${jobId}`)).toEqual([200, { id: jobId, status: "CANCELLED" }]);
-  let maxAlive = 0;
-  const shown = new Set<string>();
-  await until(
-    async () => {
-      maxAlive = Math.max(maxAlive, livePids().length);
-      const [, h] = await srv.json("GET", "/v2/ep/health");
-      const stuck = alive(pid);
-      if (stuck) shown.add(h.workers.idle > 0 ? "idle" : (h.workers.stopping ?? 0) > 0 ? "stopping" : "other");
-      return !stuck;
-    },
-    "the blocked process to end",
-    30_000,
-  );
-  return { maxAlive, shown };
+  return watchUntilGone(srv, "ep", pid, livePids);
 }
 
 describe("a cancelled job whose handler never yields, on a worker the scaler started", () => {
