@@ -13,6 +13,7 @@ import { createKey } from "./keys/api-keys.ts";
 import { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
+import { stopList } from "./jobs/stop-list.ts";
 import { Scaler } from "./scaling/scaler.ts";
 import { StartFailures } from "./scaling/start-failures.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
@@ -21,6 +22,12 @@ import { webhookSecret } from "./webhooks/webhook-signature.ts";
 import type { Resolver } from "./webhooks/webhook-address.ts";
 import { openEmbeddedStore, storeOptions, storeUrl } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
+
+/**
+ * How long one wait of the provider on a worker's stop list lasts (it ends sooner on a cancel).
+ * These waits run on the system clock: they bound a wait on another process, not server time.
+ */
+const RELAY_WAIT_MS = 60_000;
 
 export interface RunningServer {
   url: string;
@@ -66,7 +73,7 @@ export function startServer(options: {
   const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
   const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
-  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(base.log, base.config.server.killGraceMs), serverId);
+  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(base.log, base.config.server.killGraceMs, stopList(store, systemClock, RELAY_WAIT_MS)), serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
   const deps = {

@@ -1,6 +1,6 @@
-import { writeSync } from "node:fs";
+import { systemClock, type Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
-import { isWorkerIpcMessage, WATCH_FD, WATCH_FD_ENV, type WorkerIpcMessage } from "../protocol/worker-ipc.ts";
+import { isWorkerIpcMessage } from "../protocol/worker-ipc.ts";
 
 export interface OwnedProcess {
   readonly pid: number;
@@ -10,24 +10,36 @@ export interface OwnedProcess {
 
 /**
  * SIGTERM now, SIGKILL after `graceMs` if the process is still there: a worker whose event loop
- * is stuck never runs its SIGTERM handler, so only the second signal ends it.
+ * is stuck never runs its SIGTERM handler, so only the second signal ends it. `more` is asked
+ * when the grace is over: a further wait before the kill (a worker still draining jobs).
  */
-export function terminate(proc: OwnedProcess, graceMs: number): void {
-  let gone = false;
-  void proc.exited.then(() => (gone = true));
+export function terminate(proc: OwnedProcess, graceMs: number, more: () => number = () => 0, clock: Clock = systemClock): void {
+  const gone = new AbortController();
+  void proc.exited.then(() => gone.abort());
   proc.kill("SIGTERM");
-  const timer = setTimeout(() => gone || proc.kill("SIGKILL"), graceMs);
-  void proc.exited.then(() => clearTimeout(timer));
+  void (async () => {
+    await clock.sleep(graceMs, gone.signal);
+    const extra = gone.signal.aborted ? 0 : more();
+    if (extra > 0) await clock.sleep(extra, gone.signal);
+    if (!gone.signal.aborted) proc.kill("SIGKILL");
+  })();
+}
+
+interface WatchedJob {
+  /** How long the handler may run on once its job has ended (deadline or cancel). */
+  graceMs: number;
+  /** Ends the job's current wait (its deadline, or its grace). */
+  wait: AbortController;
 }
 
 /**
- * Enforces job deadlines from outside a worker process: the worker reports each job it starts
- * and ends (WorkerIpcMessage); a job still running at its timeout plus the worker's own grace
- * gets the process terminated, whatever its handler is doing.
+ * Enforces job limits from outside a worker process: the worker reports each job it starts and
+ * ends (WorkerIpcMessage); a job still running at its timeout plus the worker's own grace, or
+ * past that grace after a cancel, gets the process terminated, whatever its handler is doing.
  */
 export class JobWatchdog {
-  readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
-  /** Jobs past their timeout and not reported ended. */
+  readonly #jobs = new Map<string, WatchedJob>();
+  /** Jobs past their timeout or cancelled, and not reported ended. */
   readonly #overdue = new Set<string>();
   #fired = false;
 
@@ -35,6 +47,7 @@ export class JobWatchdog {
     private readonly proc: OwnedProcess,
     private readonly killGraceMs: number,
     private readonly log: Log,
+    private readonly clock: Clock = systemClock,
   ) {
     void proc.exited.then(() => this.#clear());
   }
@@ -44,74 +57,63 @@ export class JobWatchdog {
     return this.#fired;
   }
 
-  /** True while a job runs past its timeout: the process is about to be ended, not idle. */
+  /** True while a job runs past its end (timeout or cancel): the process is about to be ended, not idle. */
   get overdue(): boolean {
     return this.#fired || this.#overdue.size > 0;
   }
 
-  /** Feed every IPC message of the process here. */
+  /** Jobs the process runs now, as it reported them. */
+  get running(): number {
+    return this.#jobs.size;
+  }
+
+  /** Feed every message of the watch channel here. */
   message = (m: unknown): void => {
-    if (!isWorkerIpcMessage(m)) return;
-    clearTimeout(this.#timers.get(m.jobId));
-    this.#timers.delete(m.jobId);
+    if (!isWorkerIpcMessage(m) || m.type === "hello") return;
+    this.#jobs.get(m.jobId)?.wait.abort();
+    this.#jobs.delete(m.jobId);
     this.#overdue.delete(m.jobId);
     if (m.type === "job-end") return;
-    const timer = setTimeout(() => {
-      this.#overdue.add(m.jobId);
-      this.#timers.set(m.jobId, setTimeout(() => this.#end(m.jobId), m.graceMs));
-    }, m.timeoutMs);
-    this.#timers.set(m.jobId, timer);
+    const job = { graceMs: m.graceMs, wait: new AbortController() };
+    this.#jobs.set(m.jobId, job);
+    this.#after(job, m.timeoutMs, () => this.#pastEnd(m.jobId, "ran past its timeout"));
   };
 
-  #end(jobId: string): void {
+  /**
+   * A job cancelled on the server: its handler has the job's grace to end, then the process is
+   * terminated. False when the process has not reported the job started.
+   */
+  cancel(jobId: string): boolean {
+    const job = this.#jobs.get(jobId);
+    if (!job) return false;
+    if (!this.#overdue.has(jobId)) this.#pastEnd(jobId, "was cancelled"); // else its grace already runs
+    return true;
+  }
+
+  /** Runs `then` after `ms` unless the job's wait is ended first (it ended, or a new wait replaced it). */
+  #after(job: WatchedJob, ms: number, then: () => void): void {
+    const { signal } = job.wait;
+    void this.clock.sleep(ms, signal).then(() => signal.aborted || then());
+  }
+
+  #pastEnd(jobId: string, why: string): void {
+    const job = this.#jobs.get(jobId);
+    if (!job) return;
+    this.#overdue.add(jobId);
+    job.wait.abort();
+    job.wait = new AbortController();
+    this.#after(job, job.graceMs, () => this.#end(jobId, why));
+  }
+
+  #end(jobId: string, why: string): void {
     if (this.#fired) return;
     this.#fired = true;
-    this.log.error("a job ran past its timeout and grace; terminating its worker process", { jobId, pid: this.proc.pid, killGraceMs: this.killGraceMs });
-    terminate(this.proc, this.killGraceMs);
+    this.log.error(`a job ${why} and did not end within its grace; terminating its worker process`, { jobId, pid: this.proc.pid, killGraceMs: this.killGraceMs });
+    terminate(this.proc, this.killGraceMs, undefined, this.clock);
   }
 
   #clear(): void {
-    for (const t of this.#timers.values()) clearTimeout(t);
-    this.#timers.clear();
+    for (const job of this.#jobs.values()) job.wait.abort();
+    this.#jobs.clear();
   }
-}
-
-/** Spawn options for a worker process an owner watches: the extra descriptor and its env. */
-export const watchedStdio = (stdin: "ignore" | "inherit") => [stdin, "inherit", "inherit", "pipe"] as const;
-export const watchEnv = { [WATCH_FD_ENV]: String(WATCH_FD) };
-
-/** Feeds each line the worker writes on its watch descriptor to `onMessage`. */
-export async function readWatchLines(fd: unknown, onMessage: (m: unknown) => void): Promise<void> {
-  if (typeof fd !== "number") return;
-  let buf = "";
-  const decoder = new TextDecoder();
-  try {
-    for await (const bytes of Bun.file(fd).stream()) {
-      buf += decoder.decode(bytes, { stream: true });
-      const lines = buf.split("\n");
-      buf = lines.pop()!;
-      for (const line of lines) {
-        try {
-          onMessage(JSON.parse(line));
-        } catch {
-          // not a message: ignored
-        }
-      }
-    }
-  } catch {
-    // the process is gone
-  }
-}
-
-/** The worker's side: a synchronous writer to its owner's descriptor, or none when unwatched. */
-export function reporter(env: Record<string, string | undefined>): ((m: WorkerIpcMessage) => void) | undefined {
-  const fd = Number(env[WATCH_FD_ENV]);
-  if (!Number.isInteger(fd) || fd < 3) return undefined;
-  return (m) => {
-    try {
-      writeSync(fd, `${JSON.stringify(m)}\n`);
-    } catch {
-      // the owner is gone: nothing to tell
-    }
-  };
 }

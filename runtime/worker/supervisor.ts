@@ -3,19 +3,19 @@ import { isCompiled } from "../build/executable.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
-import { JobWatchdog, readWatchLines, watchedStdio, watchEnv } from "./process-stop.ts";
-
+import { OwnedWorker, watchedStdio, watchEnv, type StopSource } from "./owned-worker.ts";
 
 /**
  * Runs the worker in a child process and replaces it when it ends: at once when it asked to be
  * replaced (a handler stuck past its timeout, refresh_worker), with backoff after a crash. A job
- * past its deadline and grace gets the child terminated from here (JobWatchdog), since a handler
- * that blocks the child's event loop also blocks the child's own timer.
+ * past its deadline and grace, or cancelled and not ended within that grace, gets the child
+ * terminated from here (OwnedWorker), since a handler that blocks the child's event loop also
+ * blocks the child's own timer and stop channel; `stopsFor` takes a child's stop list for it.
  * SIGTERM/SIGINT are passed on and end supervision once the child has drained.
  */
-export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log): Promise<number> {
+export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log, stopsFor?: (workerId: string) => StopSource): Promise<number> {
   let stopping = false;
-  let child: ReturnType<typeof Bun.spawn> | undefined;
+  let child: { kill(sig: NodeJS.Signals): void } | undefined;
   const forward = (sig: NodeJS.Signals) => () => {
     stopping = true;
     child?.kill(sig);
@@ -27,13 +27,13 @@ export async function supervise(command: string[], env: Record<string, string | 
   for (let generation = 1; ; generation++) {
     // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
     // that ended follow the worker-loss rule instead of waiting out their execution timeout.
-    child = Bun.spawn(command, {
-      env: { ...env, ...watchEnv, [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
+    const proc = Bun.spawn(command, {
+      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
       stdio: [...watchedStdio("inherit")],
     });
-    const watchdog = new JobWatchdog(child, killGraceMs, log);
-    void readWatchLines(child.stdio[3], watchdog.message);
-    const code = await child.exited;
+    child = proc;
+    const { watchdog } = new OwnedWorker(proc, { killGraceMs, log, stopsFor });
+    const code = await proc.exited;
     if (stopping) return code;
     if (code === 0) return 0;
     if (code === EXIT_REPLACE || watchdog.fired) {

@@ -2,11 +2,11 @@ import type { Clock } from "../clock.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import type { Log } from "../log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
-import type { WorkerIpcMessage } from "../protocol/worker-ipc.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute } from "./executor.ts";
 import { resultBody } from "./result-body.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
+import type { OwnerLink } from "./owner-link.ts";
 import type { WorkerApi } from "./worker-api.ts";
 
 export { EXIT_REPLACE };
@@ -32,8 +32,12 @@ export interface WorkerLoopOptions {
   exit: (code: number) => void;
   /** The endpoint's handler options, already parsed (given to setup and ctx.options). */
   handlerOptions?: unknown;
-  /** Tells the process's owner when jobs start and end, so it can enforce deadlines from outside. */
-  report?: (message: WorkerIpcMessage) => void;
+  /**
+   * The process's owner, when one watches it: told when jobs start and end, so it can enforce
+   * deadlines from outside, and the source of the stop list (it relays cancels, and ends the
+   * process when a cancelled handler does not stop). Without one, the worker polls job-stop.
+   */
+  owner?: OwnerLink;
 }
 
 interface Running {
@@ -86,6 +90,8 @@ export class WorkerLoop {
       await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
       throw err;
     }
+    const { owner, workerId, drainTimeoutMs, timeoutGraceMs } = this.#o;
+    owner?.report({ type: "hello", workerId, drainMs: drainTimeoutMs + timeoutGraceMs });
     const side = [this.#pingLoop(), this.#stopLoop()];
     log.info("worker ready", { workerId: this.#o.workerId });
     this.#lastBusy = this.#o.clock.now();
@@ -145,7 +151,7 @@ export class WorkerLoop {
     });
     // The deadline counts from receipt on this machine's clock, so clock skew cannot shorten it.
     const timeoutMs = job.policy.executionTimeout;
-    this.#o.report?.({ type: "job-start", jobId: job.id, timeoutMs, graceMs: this.#o.timeoutGraceMs });
+    this.#o.owner?.report({ type: "job-start", jobId: job.id, timeoutMs, graceMs: this.#o.timeoutGraceMs });
     void clock.sleep(timeoutMs, ended.signal).then(async () => {
       if (ended.signal.aborted) return;
       log.warn("execution timeout reached; signalling the handler", { jobId: job.id, timeoutMs });
@@ -170,7 +176,7 @@ export class WorkerLoop {
         log.error("posting the job's result failed", { jobId: job.id, error: String(err) });
       } finally {
         ended.abort();
-        this.#o.report?.({ type: "job-end", jobId: job.id });
+        this.#o.owner?.report({ type: "job-end", jobId: job.id });
         this.#running.delete(job.id);
         this.#lastBusy = clock.now();
         this.#wake?.();
@@ -188,8 +194,9 @@ export class WorkerLoop {
   }
 
   async #stopLoop(): Promise<void> {
+    const stops = this.#o.owner?.stops ?? ((signal: AbortSignal) => this.#o.api.stops(signal));
     while (!this.#loopsDone.signal.aborted) {
-      const ids = await this.#o.api.stops(this.#loopsDone.signal);
+      const ids = await stops(this.#loopsDone.signal);
       for (const id of ids) this.#running.get(id)?.controller.abort(stopReasons.cancelled());
     }
   }

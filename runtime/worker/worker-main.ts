@@ -5,7 +5,7 @@ import type { Handler } from "../../sdk/define-handler.ts";
 import { handlerOptions } from "./handler-options.ts";
 import { localInput, runOnce } from "./run-once.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV } from "../protocol/worker-env.ts";
-import { reporter } from "./process-stop.ts";
+import { ownerLink } from "./owner-link.ts";
 import { selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
 import { WorkerLoop } from "./worker-loop.ts";
@@ -49,14 +49,21 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   }
 
   const settings = workerOptions(flags, env);
+  const apiFor = (workerId: string) =>
+    new WorkerApi(workerEndpoints(settings.urls, workerId), settings.apiKey, systemClock, log, {
+      requestMs: settings.requestTimeoutMs,
+      longPollMs: settings.longPollTimeoutMs,
+    });
   if (!flags["no-supervise"] && env[CHILD_ENV] !== "1") {
-    return supervise(selfCommand(relaunch), env, log);
+    // The supervisor takes each child's stop list over HTTP, as the child would (see OwnedWorker).
+    const stopsFor = (workerId: string) => {
+      const api = apiFor(workerId);
+      return (signal: AbortSignal) => api.stops(signal);
+    };
+    return supervise(selfCommand(relaunch), env, log, stopsFor);
   }
 
-  const api = new WorkerApi(workerEndpoints(settings.urls, settings.workerId), settings.apiKey, systemClock, log, {
-    requestMs: settings.requestTimeoutMs,
-    longPollMs: settings.longPollTimeoutMs,
-  });
+  const api = apiFor(settings.workerId);
   const loop = new WorkerLoop({
     handler,
     api,
@@ -69,8 +76,8 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     exitWhenIdleMs: settings.exitWhenIdleMs,
     exit: (code) => process.exit(code),
     handlerOptions: options,
-    // Present when an owner (supervisor, scaler) listens: it enforces deadlines from outside.
-    report: reporter(env),
+    // Present when an owner (supervisor, scaler) watches: it enforces deadlines and cancels from outside.
+    owner: ownerLink(env, () => Bun.stdin.stream()),
   });
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));

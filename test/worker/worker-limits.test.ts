@@ -1,26 +1,18 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { MAX_TAKE_BATCH } from "../../runtime/protocol/limits.ts";
 import { spawnProcess } from "../helpers/spawned.ts";
+import { alive, stuckPids } from "../helpers/stuck-pids.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const CLI = join(ROOT, "runtime/cli.ts");
 const BUN = process.execPath;
-const pidsDir = mkdtempSync(join(tmpdir(), "spool-stuck-"));
-afterAll(() => rmSync(pidsDir, { recursive: true, force: true }));
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const pids = stuckPids();
+afterAll(() => pids[Symbol.dispose]());
 
 /** Forwards to the server and records every request's path and query, and its answer's status. */
 function countingProxy(target: string) {
@@ -62,12 +54,12 @@ describe("worker limits", () => {
       await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
       await using worker = spawnProcess(
         [BUN, CLI, "worker", join(ROOT, "test/fixtures/stuck-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key, "--worker-id", "w"],
-        { env: { ...process.env, STUCK_PIDS_DIR: pidsDir, SPOOL_KILL_GRACE_MS: "500" } },
+        { env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500" } },
       );
       const [, sub] = await srv.json("POST", "/v2/echo/run", { input: { mode }, policy: { executionTimeout: 6_000 } });
       await until(async () => (await srv.json("GET", `/v2/echo/status/${sub.id}`))[1].status === "IN_PROGRESS", "the job to start", 30_000);
       // The supervisor loads the handler too: the stuck process is the other one.
-      const [stuckPid] = readdirSync(pidsDir).map(Number).filter((pid) => pid !== worker.proc.pid && alive(pid));
+      const [stuckPid] = pids.live([worker.proc.pid]);
       expect(stuckPid).toBeDefined();
       await worker.waitFor(/terminating its worker process/);
       await until(() => !alive(stuckPid!), "the stuck process to end", 30_000);
@@ -78,6 +70,26 @@ describe("worker limits", () => {
       expect(alive(worker.proc.pid)).toBe(true);
     }, 60_000);
   }
+
+  test("spool worker: a blocked handler's job, cancelled, is CANCELLED and its process ended by the supervisor after the grace; a new process takes the next job", async () => {
+    await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
+    await using worker = spawnProcess(
+      [BUN, CLI, "worker", join(ROOT, "test/fixtures/stuck-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key, "--worker-id", "w"],
+      { env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500" } },
+    );
+    // A deadline far away: only the cancel can end this job.
+    const [, sub] = await srv.json("POST", "/v2/echo/run", { input: { mode: "blocked" }, policy: { executionTimeout: 600_000 } });
+    await until(async () => (await srv.json("GET", `/v2/echo/status/${sub.id}`))[1].status === "IN_PROGRESS", "the job to start", 30_000);
+    const [stuckPid] = pids.live([worker.proc.pid]);
+    expect(stuckPid).toBeDefined();
+    expect(await srv.json("POST", `/v2/echo/cancel/${sub.id}`)).toEqual([200, { id: sub.id, status: "CANCELLED" }]);
+    await worker.waitFor(/was cancelled and did not end within its grace; terminating its worker process/);
+    await until(() => !alive(stuckPid!), "the blocked process to end", 30_000);
+    expect((await srv.json("GET", `/v2/echo/status/${sub.id}`))[1].status).toBe("CANCELLED");
+    const [, next] = await srv.json("POST", "/v2/echo/runsync", { input: { mode: "quick" } });
+    expect(next).toMatchObject({ status: "COMPLETED", workerId: "w-r2" });
+    expect(alive(worker.proc.pid)).toBe(true);
+  }, 60_000);
 });
 
 describe("a server that hangs", () => {

@@ -2,9 +2,8 @@ import { Hono, type Context } from "hono";
 import { jobStreamSchema, type JobStopResponse } from "../../protocol/worker-wire.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { limitBody, readJson, validate } from "../http/request-input.ts";
-import { topics } from "../store/store-events.ts";
 import { splitChunk } from "../../protocol/stream-chunks.ts";
-import { waitFor } from "../jobs/wait-for.ts";
+import { stopList } from "../jobs/stop-list.ts";
 import { MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
 
@@ -14,7 +13,7 @@ const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(na
 /** The worker protocol of runpod-python besides take and done (routes/job-path-routes.ts): stream, ping, stop. */
 export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> {
   const { store, clock, config } = deps;
-  const wake = { events: store.events, clock };
+  const stops = stopList(store, clock, config.server.stopWaitMs);
   const presence = steps.presence;
   const app = new Hono<AppEnv>();
 
@@ -48,13 +47,8 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
   app.get("/job-stop/:worker", async (c) => {
     const workerId = segment(c, "worker");
     await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now());
-    const signal = c.req.raw.signal;
-    const ids = await waitFor(wake, topics.stop(workerId), config.server.stopWaitMs, async () => {
-      if (signal.aborted) return null;
-      const stops = await store.takeStops(workerId);
-      return stops.length ? stops : null;
-    }, signal);
-    return ids ? c.json({ jobsToStop: ids } satisfies JobStopResponse) : c.body(null, 204);
+    const ids = await stops(workerId)(c.req.raw.signal);
+    return ids.length ? c.json({ jobsToStop: ids } satisfies JobStopResponse) : c.body(null, 204);
   });
 
   return app;

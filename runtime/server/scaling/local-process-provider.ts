@@ -4,7 +4,7 @@ import { stderrLog, type Log } from "../../log.ts";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { EXIT_WITH_PARENT_ENV } from "../../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS } from "../../protocol/worker-ipc.ts";
-import { JobWatchdog, readWatchLines, terminate, watchEnv } from "../../worker/process-stop.ts";
+import { OwnedWorker, watchedStdio, watchEnv, type StopSource } from "../../worker/owned-worker.ts";
 import { OutputTail } from "./output-tail.ts";
 import type { WorkerHandle, WorkerProvider, WorkerSpec } from "./worker-provider.ts";
 
@@ -13,13 +13,16 @@ const CLI = resolve(import.meta.dir, "../../cli.ts");
 /**
  * Workers as local processes: `spool worker <handler>` for a source file, or the built binary
  * itself. Unsupervised: the scaler restarts them. The key travels in the environment, not argv.
- * This provider owns the process, so it enforces its limits: a job past its deadline and grace
- * ends the process (SIGTERM, then SIGKILL after `killGraceMs`), and so does every stop.
+ * This provider owns the process, so it enforces its limits: a job past its deadline and grace,
+ * or cancelled and not ended within that grace, ends the process (SIGTERM, then SIGKILL after
+ * `killGraceMs`), and every stop escalates the same way. `stopsFor` gives the worker's stop list
+ * (from the store), which the provider relays to the process.
  */
 export class LocalProcessProvider implements WorkerProvider {
   constructor(
     private readonly log: Log = stderrLog,
     private readonly killGraceMs = KILL_GRACE_DEFAULT_MS,
+    private readonly stopsFor?: (workerId: string) => StopSource,
   ) {}
 
   start(spec: WorkerSpec): WorkerHandle {
@@ -41,13 +44,13 @@ export class LocalProcessProvider implements WorkerProvider {
     // Its error output still reaches the server's; the tail is kept to say why a start failed.
     const tail = new OutputTail();
     const copied = tail.copy(proc.stderr, process.stderr);
-    const watchdog = new JobWatchdog(proc, this.killGraceMs, this.log);
-    void readWatchLines(proc.stdio[3], watchdog.message);
+    const owned = new OwnedWorker(proc, { killGraceMs: this.killGraceMs, log: this.log, stopsFor: this.stopsFor });
+    const { watchdog } = owned;
     return {
       workerId: spec.workerId,
-      // Ended for its deadline: replaced at once, like a worker that asked to be.
+      // Ended for its deadline or a cancel: replaced at once, like a worker that asked to be.
       exited: proc.exited.then(async (code) => (await copied, watchdog.fired ? EXIT_REPLACE : code)),
-      stop: (graceMs = this.killGraceMs) => terminate(proc, graceMs),
+      stop: (graceMs) => owned.stop(graceMs),
       kill: () => proc.kill("SIGKILL"),
       overdue: () => watchdog.overdue,
       exitDetail: () => ({ signal: proc.signalCode ? String(proc.signalCode) : undefined, output: tail.text() }),
@@ -59,14 +62,14 @@ export class LocalProcessProvider implements WorkerProvider {
       env: {
         ...process.env,
         ...spec.env,
-        ...watchEnv,
+        ...watchEnv(this.stopsFor !== undefined),
         SPOOL_API_KEY: spec.apiKey,
         [EXIT_WITH_PARENT_ENV]: "1", // a server killed with SIGKILL leaves no worker behind
         RUNPOD_WEBHOOK_GET_JOB: undefined,
         RUNPOD_POD_ID: undefined,
       },
-      // stderr is piped to keep its tail (why a start failed); fd 3 carries job starts and ends.
-      stdio: ["ignore", "inherit", "pipe", "pipe"],
+      // stderr is piped to keep its tail (why a start failed); stdin carries stops in, fd 3 job starts and ends out.
+      stdio: [...watchedStdio("pipe")],
     });
   }
 }

@@ -14,7 +14,11 @@ export interface WorkerHandle {
   readonly workerId: string;
   /** Resolves with the exit code when the worker is gone, for whatever reason. */
   readonly exited: Promise<number>;
-  /** Asks the worker to drain and stop (SIGTERM for a process), and ends it if still there after `graceMs`. */
+  /**
+   * Asks the worker to drain and stop (SIGTERM for a process), and ends it if still there after
+   * `graceMs`; by default after the provider's kill grace, plus the worker's drain time while it
+   * still runs jobs.
+   */
   stop(graceMs?: number): void;
   /** Ends it at once. */
   kill(): void;

@@ -1,26 +1,17 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
+import { stuckPids, watchUntilGone } from "../../helpers/stuck-pids.ts";
 import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const STUCK = resolve(import.meta.dir, "../../fixtures/stuck-fixture.ts");
-const pidsDir = mkdtempSync(join(tmpdir(), "spool-stuck-"));
+const pids = stuckPids();
 // Worker processes inherit the server's environment: the fixture leaves its pid here.
-process.env.STUCK_PIDS_DIR = pidsDir;
-afterAll(() => rmSync(pidsDir, { recursive: true, force: true }));
+process.env.STUCK_PIDS_DIR = pids.dir;
+afterAll(() => pids[Symbol.dispose]());
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 // The server imports the handler too (input schemas): its own pid is not a worker.
-const livePids = (): number[] => readdirSync(pidsDir).map(Number).filter((pid) => pid !== process.pid && alive(pid));
+const livePids = (): number[] => pids.live([process.pid]);
 
 /** The deadline (6 s) and the worker's own grace (5 s) are the defaults a user gets; the kill grace is short. */
 async function stuckServer(): Promise<TestServer> {
@@ -37,21 +28,8 @@ describe("a handler that never yields, on a worker the scaler started", () => {
       await using srv = await stuckServer();
       const [, sub] = await srv.json("POST", "/v2/ep/run", { input: { mode }, policy: { executionTimeout: 6_000 } });
       const stuckPid = await until(() => livePids()[0], "the worker process to start");
-      let maxAlive = 0;
-      const states = new Set<string>();
-      // Watch until the stuck process is gone: health and the process count at every turn.
-      await until(
-        async () => {
-          maxAlive = Math.max(maxAlive, livePids().length);
-          const [, h] = await srv.json("GET", "/v2/ep/health");
-          const [, s] = await srv.json("GET", `/v2/ep/status/${sub.id}`);
-          if (process.env.DEBUG_STUCK) console.log(s.status, JSON.stringify(h.workers), livePids());
-          states.add(`${s.status}:${h.workers.idle > 0 ? "idle" : (h.workers.stopping ?? 0) > 0 ? "stopping" : "other"}`);
-          return !alive(stuckPid);
-        },
-        "the stuck process to end",
-        60_000,
-      );
+      // Watch until the stuck process is gone: the job's status, health and the process count at every turn.
+      const { maxAlive, shown: states } = await watchUntilGone(srv, "ep", stuckPid, livePids, async () => `${(await srv.json("GET", `/v2/ep/status/${sub.id}`))[1].status}:`);
       expect(maxAlive).toBe(1);
       // Past its deadline the job is final, and its worker is stopping, never idle.
       expect([...states].filter((s) => s.startsWith("TIMED_OUT"))).not.toContain("TIMED_OUT:idle");
