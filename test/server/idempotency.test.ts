@@ -24,6 +24,21 @@ describe("Idempotency-Key on /run and /runsync", () => {
     expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem("order-1"))).json()).toEqual({ id: a!.id, status: "CANCELLED" });
   });
 
+  test("a retry of a job accepted before the endpoint's workers began failing to start gets its job, not the 503", async () => {
+    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1 } } });
+    const first = await srv.call("POST", "/v2/ext/run", { input: { n: 1 } }, idem("order-7"));
+    const { id } = (await first.json()) as { id: string };
+    // A worker of the endpoint reports that it cannot start: the endpoint refuses new work.
+    const reported = await srv.call("GET", "/v2/ext/ping/outside-1?status=start_failed&reason=no%20model");
+    expect(reported.status).toBe(200);
+    expect((await srv.call("POST", "/v2/ext/run", { input: { n: 2 } })).status).toBe(503);
+    expect((await srv.call("POST", "/v2/ext/run", { input: { n: 3 } }, idem("order-8"))).status).toBe(503);
+    const retried = await srv.call("POST", "/v2/ext/run", { input: { n: 1 } }, idem("order-7"));
+    expect([retried.status, await retried.json()]).toEqual([200, { id, status: "FAILED" }]);
+    expect((await srv.call("POST", "/v2/ext/run", { input: { n: 9 } }, idem("order-7"))).status).toBe(422);
+    expect((await srv.json("GET", "/v2/ext/health"))[1].jobs).toMatchObject({ inQueue: 0, failed: 1 });
+  });
+
   test("the same key with another body is a 422 that changes nothing; a bad key is a 400", async () => {
     await using srv = await startTestServer();
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem("k"));

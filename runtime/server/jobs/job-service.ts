@@ -8,7 +8,7 @@ import { topics } from "../store/store-events.ts";
 import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
-import { idempotencyConflict } from "./idempotency.ts";
+import { idempotencyConflict, replayOnly } from "./idempotency.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
 
@@ -76,7 +76,12 @@ export class JobService {
     const checking = checkSubmission(this.#config, endpoint, schema, request, options);
     if (checking) await checking;
     const refused = this.#refusal?.(endpointId);
-    if (refused) throw refused;
+    if (refused) {
+      // A retry of a submission accepted before the endpoint began refusing gets its job.
+      const replayed = options.idempotencyKey === undefined ? undefined : await replayOnly(this.#store, newJobOf(`replay-${Bun.randomUUIDv7()}`, endpointId, endpoint, request, options), this.#clock.now());
+      if (replayed) return replayed;
+      throw refused;
+    }
     // The backpressure check runs inside enqueue, so a submission costs the store one step.
     const maxQueued = Math.max(BACKPRESSURE.minQueue, endpoint.workersMax * BACKPRESSURE.perWorker);
     // A worker waiting in job-take gets the job in the same write when nothing else is queued.
