@@ -13,10 +13,7 @@ const V4_PRIVATE: [number, number][] = [
   [0xac100000, 12], // 172.16/12
   [0xc0a80000, 16], // 192.168/16
   [0xc0000000, 24], // 192.0.0/24 (protocol assignments)
-  [0xc0000200, 24], // 192.0.2/24 (documentation)
   [0xc6120000, 15], // 198.18/15 (benchmarking)
-  [0xc6336400, 24], // 198.51.100/24 (documentation)
-  [0xcb007100, 24], // 203.0.113/24 (documentation)
   [0xe0000000, 3], // multicast and reserved
 ];
 
