@@ -1,11 +1,2 @@
-/** mulberry32: a small seeded generator of floats in [0, 1); the same seed replays the same choices. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The tiny model's generator (mulberry32): floats in [0, 1), the same seed replays the same choices.
+export { seededRandom } from "../../handlers/text/tiny-gguf.ts";
