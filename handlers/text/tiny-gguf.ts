@@ -55,7 +55,7 @@ export function tinyVocabulary(): { tokens: string[]; merges: string[]; types: n
 }
 
 /** mulberry32: small, fast, seedable. */
-function random(seed: number): () => number {
+export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -160,7 +160,7 @@ interface Tensor {
 
 /** The bytes of a tiny demo GGUF. Takes a few milliseconds. */
 export function tinyGguf(options: TinyGgufOptions = {}): Uint8Array {
-  const rand = random(options.seed ?? 1);
+  const rand = seededRandom(options.seed ?? 1);
   const vocab = tinyVocabulary();
   const nVocab = vocab.tokens.length;
   const headDim = N_EMBD / N_HEAD;

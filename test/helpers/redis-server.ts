@@ -106,3 +106,9 @@ async function answers(url: string): Promise<boolean> {
   }
   return false;
 }
+
+/** Whether a process is stopped (SIGSTOP), read from /proc: an answer that came while it was could only have come from a timeout. */
+export async function isPaused(proc: Bun.Subprocess): Promise<boolean> {
+  const stat = await Bun.file(`/proc/${proc.pid}/stat`).text();
+  return stat.slice(stat.lastIndexOf(")") + 2).startsWith("T");
+}

@@ -155,14 +155,30 @@ describe("several servers on one Redis", () => {
     expect(receiver.calls.map((c) => JSON.parse(c.body).id).sort()).toEqual([...ids, last].sort());
   });
 
-  test("the duties lease has a holder that applies the worker-loss rule; when every server dies a restarted one takes them over, and no job is lost", async () => {
+  test("exactly one server at a time holds the duties lease and applies the worker-loss rule; when it dies another takes over, when every server dies a restarted one does, and no job is lost", async () => {
     const redis = new Bun.RedisClient(store.replace(/\?.*$/, ""));
     const prefix = `{${new URL(store).searchParams.get("prefix")}}:`;
-    const holder = await until(async () => (await redis.send("GET", [`${prefix}lease:duties`])) as string | null, "a lease holder");
+    const leaseHolder = async () => (await redis.send("GET", [`${prefix}lease:duties`])) as string | null;
+    // Each server says in its metrics whether it holds the lease: exactly one does.
+    const holders = async () => {
+      const held = await Promise.all(servers.map(async (s) => /^spool_duties_lease_held 1$/m.test(await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text())));
+      return held.flatMap((h, i) => (h ? [i] : []));
+    };
+    const [first] = await until(async () => ((await holders()).length === 1 ? await holders() : undefined), "exactly one server holding the lease");
+    let holder = await leaseHolder();
+    expect(holder).not.toBeNull();
     // A worker takes a job on server C and goes silent: the lease holder re-queues the job.
     const [, { id }] = await call(0, "POST", "/v2/echo/run", { input: { lost: true } });
     expect((await worker(2, "silent").take()).id).toBe(id);
     await until(async () => (await call(1, "GET", `/v2/echo/status/${id}`))[1].status === "IN_QUEUE", "the worker-loss rule");
+
+    // The holder dies: once its lease runs out, another of the two left takes it, and only one.
+    const dead = servers.splice(first!, 1)[0]!;
+    dead.proc.proc.kill(9);
+    await dead.proc.proc.exited;
+    await until(async () => (await leaseHolder()) !== holder, "the lease to pass from the dead holder");
+    expect(await until(async () => ((await holders()).length === 1 ? await holders() : undefined), "exactly one of the servers left holding the lease")).toHaveLength(1);
+    holder = await leaseHolder();
 
     // Kill every server with SIGKILL, restart them: the state is in Redis; a new holder appears.
     for (const s of servers) {

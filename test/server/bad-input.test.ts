@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { seededRandom } from "../helpers/seeded-random.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 
@@ -419,18 +420,6 @@ describe("worker protocol bodies", () => {
 // ---------------------------------------------------------------------------------------------
 // Deterministic fuzz: requests that are invalid by construction, from a seeded generator.
 
-/** mulberry32: a tiny seeded PRNG giving floats in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface FuzzRequest {
   kind: string;
   method: string;
@@ -446,7 +435,7 @@ const ROUTES = new Set([
 ]);
 
 function fuzzer(seed: number) {
-  const rnd = mulberry32(seed);
+  const rnd = seededRandom(seed);
   const int = (n: number) => Math.floor(rnd() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const chance = (p: number) => rnd() < p;
@@ -612,7 +601,7 @@ describe("fuzz", () => {
   test(`${FUZZ_REQUESTS} seeded malformed requests: each is 4xx with {error}, and nothing is created`, async () => {
     await using srv = await startTestServer();
     const next = fuzzer(0x5eed_2026);
-    const rnd = mulberry32(7);
+    const rnd = seededRandom(7);
     const failures: unknown[] = [];
     const kinds = new Map<string, number>();
     for (let i = 0; i < FUZZ_REQUESTS; i++) {

@@ -4,6 +4,7 @@ import { redisReservations } from "../../runtime/server/store/redis/redis-reserv
 import { RedisScripts } from "../../runtime/server/store/redis/redis-scripts.ts";
 import { RedisStore } from "../../runtime/server/store/redis/redis-store.ts";
 import { redisUrl } from "../helpers/redis-server.ts";
+import { until } from "../helpers/until.ts";
 import { RETENTION } from "./store-suite.ts";
 
 // Rate limits counted across servers sharing one Redis (each test on its own key prefix).
@@ -11,6 +12,37 @@ const prefix = () => `{t-${crypto.randomUUID().slice(0, 8)}}:`;
 const connect = async (p = prefix()) => RedisStore.connect(await redisUrl(), { retention: RETENTION }, p);
 const T0 = 1_790_000_000_000;
 const reservations = (client: Bun.RedisClient, p: string) => redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+
+/**
+ * Real reservations that count what the trims do: the events these tests wait for instead of
+ * time passing. `yields` counts give-backs that follow a "wanted" answer (another server was refused).
+ */
+function watched(client: Bun.RedisClient, p: string) {
+  const real = reservations(client, p);
+  const seen = { wantedAsked: 0, givenBack: 0, yields: 0, refreshed: 0 };
+  let wantedSaidYes = false;
+  const backend: ReservationBackend = {
+    reserve: (r) => real.reserve(r),
+    wanted: async (bucket) => {
+      const yes = await real.wanted(bucket);
+      seen.wantedAsked++;
+      wantedSaidYes = yes;
+      return yes;
+    },
+    giveBack: async (bucket, ids) => {
+      const yielding = wantedSaidYes;
+      wantedSaidYes = false;
+      await real.giveBack(bucket, ids);
+      seen.givenBack++;
+      if (yielding) seen.yields++;
+    },
+    refresh: async (bucket, ids, now) => {
+      await real.refresh(bucket, ids, now);
+      seen.refreshed++;
+    },
+  };
+  return { backend, seen };
+}
 
 describe("redis admission, several servers on one prefix", () => {
   test("a released admission slot is free for the other servers once the releasing one flushes (at the latest when it closes)", async () => {
@@ -153,14 +185,17 @@ describe("redis admission, several servers on one prefix", () => {
   test("admission: spare concurrent slots stay with a server while no other server is refused one", async () => {
     const client = new Bun.RedisClient(await redisUrl());
     const p = prefix();
-    const a = new ReservedAdmission(reservations(client, p), 10);
+    const { backend, seen } = watched(client, p);
+    const a = new ReservedAdmission(backend, 10);
     const limit = { requests: 1_000, concurrent: 4 };
     try {
       const held = await Promise.all([0, 1, 2, 3].map(() => a.admit("ep:run", limit, 60_000, T0)));
       expect(held.every((h) => h.ok)).toBe(true);
       for (const h of held) if (h.ok) await h.release();
-      // a trims every 10 ms here: after several trims it still holds all four (used within its last 20 periods).
-      await Bun.sleep(60);
+      // a asks whether another server wants its unused slots every five trims: once it has, it has
+      // trimmed several times, and still holds all four (used within its last 20 periods).
+      await until(() => seen.wantedAsked > 0, "a to trim five times");
+      expect(seen.givenBack).toBe(0);
       expect(Number(await client.send("ZCARD", [`${p}rc:ep:run`]))).toBe(4);
     } finally {
       await a.close();
@@ -171,23 +206,27 @@ describe("redis admission, several servers on one prefix", () => {
   test("admission: a server bursting more often than once a second does not lock another out of the concurrent limit", async () => {
     const client = new Bun.RedisClient(await redisUrl());
     const p = prefix();
-    // Trims every 10 ms: a keeps its peak for 200 ms, and bursts every ~60 ms.
-    const [a, b] = [new ReservedAdmission(reservations(client, p), 10), new ReservedAdmission(reservations(client, p), 10)];
+    // Trims every 10 ms: a keeps its peak for 20 trims, and bursts again within fewer than that.
+    const { backend, seen } = watched(client, p);
+    const [a, b] = [new ReservedAdmission(backend, 10), new ReservedAdmission(reservations(client, p), 10)];
     const limit = { requests: 1_000_000, concurrent: 4 };
     let bAdmitted = 0;
     try {
-      for (let round = 0; round < 8; round++) {
+      for (let step = 0; step < 8; step++) {
         const held = await Promise.all([0, 1, 2, 3].map(() => a.admit("ep:run", limit, 60_000, T0)));
-        await Bun.sleep(2);
         for (const h of held) if (h.ok) await h.release();
-        for (let i = 0; i < 12; i++) {
-          await Bun.sleep(5);
-          const r = await b.admit("ep:run", limit, 60_000, T0);
-          if (r.ok) bAdmitted++, await r.release();
+        let r = await b.admit("ep:run", limit, 60_000, T0);
+        if (!r.ok) {
+          // b was refused: a learns so within five trims and gives back what it did not use.
+          const yields = seen.yields;
+          await until(() => seen.yields > yields, "a to give back its unused slots to the refused server");
+          r = await b.admit("ep:run", limit, 60_000, T0);
         }
+        if (r.ok) bAdmitted++, await r.release();
       }
       // Before, a kept all four slots throughout and b was refused every time.
-      expect(bAdmitted).toBeGreaterThan(0);
+      expect(bAdmitted).toBe(8);
+      expect(seen.yields).toBeGreaterThan(0); // b was let in by a yielding, not by a limit to spare
       expect(Number(await client.send("ZCARD", [`${p}rc:ep:run`]))).toBeLessThanOrEqual(4);
     } finally {
       await Promise.all([a.close(), b.close()]);
@@ -198,16 +237,19 @@ describe("redis admission, several servers on one prefix", () => {
   test("admission: a slot in use for over ten minutes stays counted, so the concurrent limit still holds", async () => {
     const client = new Bun.RedisClient(await redisUrl());
     const p = prefix();
-    const [a, b] = [new ReservedAdmission(reservations(client, p), 10), new ReservedAdmission(reservations(client, p), 10)];
+    const { backend, seen } = watched(client, p);
+    const [a, b] = [new ReservedAdmission(backend, 10), new ReservedAdmission(reservations(client, p), 10)];
     const limit = { requests: 1_000_000, concurrent: 1 };
     try {
       const stream = await a.admit("ep:run", limit, 60_000, T0); // e.g. a long SSE stream
       expect(stream.ok).toBe(true);
-      // The store clock moves a minute per step (other requests bring it); a trims between steps.
+      // The store clock moves a minute per step (other requests bring it); a trims between steps,
+      // re-stamping the slot once the minute is up.
       for (let m = 1; m <= 11; m++) {
         expect((await b.admit("ep:run", limit, 60_000, T0 + m * 60_000)).ok).toBe(false);
+        const refreshed = seen.refreshed;
         await a.admit("ep:other", { requests: 1_000_000 }, 60_000, T0 + m * 60_000);
-        await Bun.sleep(25);
+        await until(() => seen.refreshed > refreshed, `a to re-stamp its slot in use at minute ${m}`);
       }
       if (stream.ok) await stream.release();
       await a.close();

@@ -4,6 +4,7 @@ import { watchReplies } from "../../runtime/server/store/redis/redis-watchdog.ts
 import { keepSubscribed, RedisEvents } from "../../runtime/server/store/redis/redis-events.ts";
 import { topics } from "../../runtime/server/store/store-events.ts";
 import { startOwnRedis } from "../helpers/redis-server.ts";
+import { until } from "../helpers/until.ts";
 import { RETENTION } from "./store-suite.ts";
 
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
@@ -20,18 +21,18 @@ test("after redis-server restarts, each server subscribes again: other servers' 
   const offParked = a.events.on(topics.queue("other"), () => (parkedWoken = true)); // nothing announces it
   try {
     await submit();
-    for (let i = 0; i < 100 && woken === 0; i++) await Bun.sleep(5);
+    await until(() => woken > 0, "a to hear b's announcement");
     expect(woken).toBe(1);
 
     await redis.restart();
-    // Bun connects again by itself within moments; a submission then must wake a's wait.
+    // Waits parked across the restart look again once a has subscribed again.
+    await until(() => parkedWoken, "a's parked wait to look again after the restart");
+    // Bun connects b again by itself; a submission then must wake a's wait.
     woken = 0;
-    for (let i = 0; i < 100 && woken === 0; i++) {
+    await until(async () => {
       await submit().catch(() => {}); // refused while b connects again
-      await Bun.sleep(20);
-    }
-    expect(woken).toBeGreaterThan(0);
-    expect(parkedWoken).toBe(true);
+      return woken > 0;
+    }, "a submission on b after the restart to wake a's wait");
   } finally {
     off();
     offParked();
@@ -39,7 +40,7 @@ test("after redis-server restarts, each server subscribes again: other servers' 
   }
 });
 
-test("a connection Bun stopped reconnecting (its retries gave up) is connected again by the next call", async () => {
+test("a connection Bun stopped reconnecting (its retries gave up) is connected again by the calls that follow", async () => {
   await using redis = await startOwnRedis();
   // autoReconnect off: Bun gives up at once, as it does after maxRetries failed attempts.
   const client = new Bun.RedisClient(redis.url, { autoReconnect: false, connectionTimeout: 1_000 });
@@ -48,9 +49,8 @@ test("a connection Bun stopped reconnecting (its retries gave up) is connected a
   try {
     expect(await client.send("PING", [])).toBe("PONG");
     await redis.restart();
-    let answer = await client.send("PING", []).catch((err: unknown) => err);
-    for (let i = 0; i < 5 && answer !== "PONG"; i++) answer = await client.send("PING", []).catch((err: unknown) => err);
-    expect(answer).toBe("PONG");
+    // The first call may fail (it finds the connection closed); one of the next ones connects again.
+    await until(async () => (await client.send("PING", []).catch((err: unknown) => err)) === "PONG", "a call to connect the client again");
   } finally {
     watch.stop();
     client.close();
@@ -71,12 +71,11 @@ test("a subscriber Bun stopped reconnecting is connected and subscribed again, a
   const off = [events.on(topics.queue("ep"), () => heard++), events.on(topics.queue("other"), () => (parkedWoken = true))];
   try {
     await redis.restart();
-    for (let i = 0; i < 100 && heard === 0; i++) {
+    await until(() => parkedWoken, "the subscriber's parked waits to look again");
+    await until(async () => {
       await publisher.send("PUBLISH", ["{sub}:events", topics.queue("ep")]).catch(() => {}); // the publisher reconnects by itself
-      await Bun.sleep(50);
-    }
-    expect(heard).toBeGreaterThan(0);
-    expect(parkedWoken).toBe(true);
+      return heard > 0;
+    }, "the subscriber, subscribed again, to hear a publication");
   } finally {
     closed = true;
     off.forEach((f) => f());

@@ -47,7 +47,12 @@ export function startMaintenance(
     while (!stopped.signal.aborted) {
       try {
         // With several servers on one store, exactly one (the lease holder) does these duties.
-        if (await store.tryLease(DUTIES_LEASE, deps.serverId, leaseMs, clock.now())) await sweep();
+        const held = await store.tryLease(DUTIES_LEASE, deps.serverId, leaseMs, clock.now()).catch((err: unknown) => {
+          deps.metrics?.leaseHeld(false); // the store did not answer: the lease may lapse
+          throw err;
+        });
+        deps.metrics?.leaseHeld(held);
+        if (held) await sweep();
       } catch (err) {
         log.error("maintenance sweep failed", { error: String(err) });
       }

@@ -85,6 +85,7 @@ export class ServerMetrics {
   readonly #oldestAge: Gauge<"endpoint">;
   readonly #desired: Gauge<"endpoint">;
   readonly #held: Gauge<"endpoint" | "reason">;
+  readonly #leaseHeld: Gauge;
 
   constructor(deps: MetricsDeps) {
     this.#deps = deps;
@@ -122,6 +123,7 @@ export class ServerMetrics {
     this.#oldestAge = gauge("spool_queue_oldest_age_seconds", `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`, ["endpoint"]);
     this.#desired = gauge("spool_desired_workers", `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`, ["endpoint"]);
     this.#held = gauge("spool_scale_up_held", `Workers the endpoint wants that the scaler cannot start, by reason (gpu: no GPU has room). Set by the server that runs scaling.`, ["endpoint", "reason"]);
+    this.#leaseHeld = gauge("spool_duties_lease_held", "1 while this server holds the duties lease (it runs housekeeping and scaling), else 0: with several servers, one shows 1.", []);
     collectDefaultMetrics({ register: this.registry });
     // Bun's v8.getHeapSpaceStatistics walks the heap: 7 ms a scrape at 1k queued jobs, 29 ms at
     // 100k (scripts/bench-metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).
@@ -164,6 +166,11 @@ export class ServerMetrics {
   /** A worker of the endpoint exited before it was ready. */
   startFailed(endpointId: string): void {
     this.#startFailures.inc({ endpoint: endpointId });
+  }
+
+  /** Whether the last try for the duties lease got it. */
+  leaseHeld(held: boolean): void {
+    this.#leaseHeld.set(held ? 1 : 0);
   }
 
   /** A webhook attempt ended this way. */

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { until } from "../../helpers/until.ts";
-import { chaosSeed, seededRandom, spoolCluster, type SpoolProcess, type StoreKind } from "./spool-process.ts";
+import { seededRandom } from "../../helpers/seeded-random.ts";
+import { chaosSeed, spoolCluster, type SpoolProcess, type StoreKind } from "./spool-process.ts";
 
 // kill -9 of a server while clients submit and workers take and finish jobs: every job whose
 // /run was answered 200 must survive and complete exactly once, whatever was cut off mid-request.

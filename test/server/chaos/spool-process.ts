@@ -85,18 +85,6 @@ export async function spoolCluster(kind: StoreKind, servers: number, configToml:
   };
 }
 
-/** A small seeded generator (mulberry32): the same seed replays the same choices. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The seed from SPOOL_CHAOS_SEED to replay a run, else a fresh one; printed either way. */
 export function chaosSeed(what: string): number {
   const seed = process.env.SPOOL_CHAOS_SEED ? Number(process.env.SPOOL_CHAOS_SEED) : Math.floor(Math.random() * 2 ** 32);
