@@ -43,6 +43,17 @@ test("a job's file URL is on the origin its client called, not the worker's; pub
   expect(proxied).toStartWith("https://spool.example.com/files/echo/");
 });
 
+test("a request without a valid Host header is a 400 naming it, and queues nothing", async () => {
+  await using srv = await startTestServer();
+  for (const host of ["", "not a host", "evil.example/x"]) {
+    for (const [method, path] of [["POST", "/v2/echo/run"], ["GET", "/v2/echo/health"], ["GET", "/v2/echo/job-take/w1"], ["GET", "/nowhere"]]) {
+      const res = await fetch(`${srv.url}${path}`, { method, headers: { host, authorization: `Bearer ${srv.key}` }, body: method === "POST" ? JSON.stringify({ input: {} }) : undefined });
+      expect({ host, path, status: res.status, body: await res.json() }).toEqual({ host, path, status: 400, body: { error: "the request has no valid Host header" } });
+    }
+  }
+  expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(0);
+});
+
 test("/runsync records the Host its client sent: the file URL names it, and the file is there", async () => {
   // A worker's take waits for the job, so the runsync below is answered by this worker.
   await using srv = await startTestServer({ server: { takeWaitMs: 60_000 } });
