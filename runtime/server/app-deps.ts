@@ -9,6 +9,7 @@ import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import type { ServerMetrics } from "./metrics/server-metrics.ts";
 import type { StartFailures } from "./scaling/start-failures.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
+import type { Resolver } from "./webhooks/webhook-address.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
 export interface AppDeps {
@@ -34,6 +35,8 @@ export interface AppDeps {
   startFailures?: StartFailures;
   /** Told of every worker request, so the scaler knows its workers are up (and the endpoint's workers start). */
   workerSeen?: (workerId: string, endpointId: string) => void;
+  /** How webhook hosts are looked up, at submission and before each call (the system's resolver by default). */
+  resolver?: Resolver;
 }
 
 /** What routes are built from: the app's deps and the one job path. */

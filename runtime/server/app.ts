@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { errorAnswer } from "./http/http-error.ts";
+import { errorAnswer, jsonAnswer } from "./http/http-error.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { Access, authenticate, authorize } from "./http/access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
@@ -17,6 +17,9 @@ import { jobPathRoutes } from "./routes/job-path-routes.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 import { scalingRoutes } from "./scaling/scaling-routes.ts";
+
+const SLASH = 47;
+const noHost = () => jsonAnswer({ error: "the request has no valid Host header" }, 400);
 
 /** A step every request passes, the job path's included, before a route answers it. */
 export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<Response>) => Promise<Response>;
@@ -66,7 +69,10 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.onError((err, c) => answerError(err, c.req.raw));
 
   const routed = app.fetch;
-  const route = (req: Request, env: unknown, ctx: unknown) => jobPath.match(req) ?? routed(req, env as never, ctx as never);
+  // Bun gives a request without a usable Host header its path alone as URL, which no route (and
+  // no job origin) can be read from: HTTP/1.1 answers such a request 400.
+  const route = (req: Request, env: unknown, ctx: unknown) =>
+    req.url.charCodeAt(0) === SLASH ? noHost() : (jobPath.match(req) ?? routed(req, env as never, ctx as never));
   const chain = appDeps.middleware ?? [];
   app.fetch = !chain.length
     ? route

@@ -88,6 +88,7 @@ export function startServer(options: {
       scaler.seen(id);
       startFailures.ready(ep);
     },
+    resolver: options.resolver,
   };
   const app = createApp(deps);
   const server = listen(config, {
@@ -102,7 +103,7 @@ export function startServer(options: {
     maxRequestBodySize: 1024 * 1024 * 1024,
   });
   const maintenance = startMaintenance({ ...deps, serverId });
-  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config), resolver: options.resolver });
+  const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
   const scalerKey = `scaler-${serverId}`;

@@ -493,9 +493,13 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       // A retry after the job was taken and finished answers it as it is now, writing nothing.
       await s.claim("ep", "w", 1, T0);
       await s.finish("w", "i1", { output: { ok: 1 } }, false, T0 + 1);
-      const again = await s.enqueue(newJob("i2", { keyId: "k1", idempotency: tag }), T0 + 2, 0);
+      // A queue limit below any depth (-1) admits no new job but still answers a replay: how a
+      // refusing endpoint (workers that cannot start) asks for replays only.
+      const again = await s.enqueue(newJob("i2", { keyId: "k1", idempotency: tag }), T0 + 2, -1);
       expect([again.id, again.status, again.output, again.replayed]).toEqual(["i1", "COMPLETED", { ok: 1 }, true]);
       expect(await s.get("ep", "i2", T0 + 2)).toBeNull();
+      await expect(s.enqueue(newJob("n1", { keyId: "k1", idempotency: { key: "order-new", bodyHash: "h1" } }), T0 + 2, -1)).rejects.toBeInstanceOf(QueueFullError);
+      expect(await s.get("ep", "n1", T0 + 2)).toBeNull();
       await expect(s.enqueue(newJob("i3", { keyId: "k1", idempotency: { key: "order-1", bodyHash: "h2" } }), T0 + 2)).rejects.toBeInstanceOf(IdempotencyConflictError);
       expect(await s.get("ep", "i3", T0 + 2)).toBeNull();
       // Another API key, or another endpoint, has keys of its own.

@@ -9,6 +9,7 @@ import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJ
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
 import { idempotencyConflict, replayOnly } from "./idempotency.ts";
+import type { Resolver } from "../webhooks/webhook-address.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
 
@@ -45,6 +46,7 @@ export class JobService {
   /** Takers waiting per endpoint, longest waiting first. */
   readonly #parked = new Map<string, Set<Taker>>();
 
+  readonly #resolver: Resolver | undefined;
   readonly #refusal: ((endpointId: string) => Error | undefined) | undefined;
 
   constructor(deps: {
@@ -56,7 +58,9 @@ export class JobService {
     log?: Log;
     /** Whether the endpoint refuses work now (its workers cannot start): the error to answer. */
     startFailures?: { refusal(endpointId: string): Error | undefined };
+    resolver?: Resolver;
   }) {
+    this.#resolver = deps.resolver;
     this.#refusal = deps.startFailures && ((ep) => deps.startFailures!.refusal(ep));
     this.#log = deps.log;
     this.#store = deps.store;
@@ -73,7 +77,7 @@ export class JobService {
     if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
     const loading = this.#inputSchemas?.get(endpointId);
     const schema = loading instanceof Promise ? await loading : loading;
-    const checking = checkSubmission(this.#config, endpoint, schema, request, options);
+    const checking = checkSubmission(this.#config, endpoint, schema, request, options, this.#resolver);
     if (checking) await checking;
     const refused = this.#refusal?.(endpointId);
     if (refused) {

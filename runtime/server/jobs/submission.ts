@@ -4,7 +4,7 @@ import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
 import { LIMITS } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { NewJob } from "../store/store.ts";
-import { refusePrivateWebhook } from "../webhooks/webhook-address.ts";
+import { refusePrivateWebhook, type Resolver } from "../webhooks/webhook-address.ts";
 import { bodyHash } from "./idempotency.ts";
 
 /** What a submission carries besides its request body. */
@@ -25,7 +25,7 @@ export interface SubmitOptions {
  * handler's schema, its s3Config host, its webhook address; each refusal names the problem. A
  * promise only when there is a webhook to look up: a submission without one takes no extra turn.
  */
-export function checkSubmission(config: Config, endpoint: EndpointConfig, schema: z.ZodType | undefined, request: JobRequest, options: SubmitOptions): Promise<void> | undefined {
+export function checkSubmission(config: Config, endpoint: EndpointConfig, schema: z.ZodType | undefined, request: JobRequest, options: SubmitOptions, resolver?: Resolver): Promise<void> | undefined {
   const checked = schema?.safeParse(request.input);
   if (checked && !checked.success) {
     throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
@@ -34,7 +34,7 @@ export function checkSubmission(config: Config, endpoint: EndpointConfig, schema
   if (s3Host && endpoint.s3Hosts && !endpoint.s3Hosts.some((h) => h.toLowerCase() === s3Host)) {
     throw new HttpError(400, `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
   }
-  if (request.webhook && config.server.webhookBlockPrivate) return refusePrivateWebhook(request.webhook, config.server.webhookAllow);
+  if (request.webhook && config.server.webhookBlockPrivate) return refusePrivateWebhook(request.webhook, config.server.webhookAllow, resolver);
   return undefined;
 }
 

@@ -42,7 +42,8 @@ function v6Groups(ip: string): number[] | null {
 /**
  * True for loopback, private, link-local, CGNAT, unspecified, multicast and reserved addresses,
  * in any spelling: IPv4, IPv6, and IPv4 inside IPv6 (mapped ::ffff:a.b.c.d or ::ffff:7f00:1,
- * compatible ::a.b.c.d, NAT64 64:ff9b::a.b.c.d).
+ * compatible ::a.b.c.d, NAT64 64:ff9b::a.b.c.d, 6to4 2002:aabb:ccdd::), the embedded IPv4
+ * address judged by the IPv4 list: a public one behind NAT64 (DNS64 networks) stays callable.
  */
 export function isPrivateAddress(ip: string): boolean {
   if (isIP(ip) === 4) {
@@ -56,6 +57,8 @@ export function isPrivateAddress(ip: string): boolean {
   if (zeros(0, 5) && g[5] === 0xffff) return isPrivateAddress(embedded); // mapped
   if (zeros(0, 6)) return true; // ::, ::1 and IPv4-compatible (deprecated): never a public host
   if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return isPrivateAddress(embedded); // NAT64
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return true; // local-use NAT64 (64:ff9b:1::/48): any address of its network
+  if (g[0] === 0x2002) return isPrivateAddress(`${g[1]! >>> 8}.${g[1]! & 0xff}.${g[2]! >>> 8}.${g[2]! & 0xff}`); // 6to4
   return (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xff00) === 0xff00;
 }
 

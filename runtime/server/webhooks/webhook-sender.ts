@@ -2,7 +2,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { jobResponse } from "../jobs/job-view.ts";
 import { topics } from "../store/store-events.ts";
 import type { WebhookDelivery } from "../store/store.ts";
-import { pinnedRequest, systemResolver, webhookTarget, type Resolver } from "./webhook-address.ts";
+import { pinnedRequest, systemResolver, webhookTarget } from "./webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /** The first attempt and exactly 2 more (the specification's retry rule). */
@@ -15,7 +15,7 @@ const MAX_IN_FLIGHT = 64;
  * Delivers the webhook calls the store owes, apart from the job path: a slow receiver delays
  * nothing but its own call. Due calls are leased, so with several servers each goes out once.
  */
-export function startWebhookSender(deps: AppDeps & { secret: string; resolver?: Resolver }): { stop: () => Promise<void> } {
+export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: () => Promise<void> } {
   const { store, clock, config, log } = deps;
   const { webhookRetryDelayMs, webhookTimeoutMs, webhookBlockPrivate, webhookAllow } = config.server;
   const stopped = new AbortController();
