@@ -7,7 +7,7 @@ import { legacyJob, type TextChunk } from "../../../handlers/text/legacy-job.ts"
 import { DEMO_MODEL_FILE } from "../../../handlers/text/model-file.ts";
 import { createTextHandler } from "../../../handlers/text/text-handler.ts";
 import { legacyInputSchema } from "../../../handlers/text/text-input.ts";
-import { textCost, textOptionsSchema } from "../../../handlers/text/text-options.ts";
+import { textOptionsSchema } from "../../../handlers/text/text-options.ts";
 import { tinyGguf, tinyVocabulary, writeTinyGguf } from "../../../handlers/text/tiny-gguf.ts";
 import type { HandlerContext } from "../../../sdk/index.ts";
 import { nvidiaGpu } from "../../helpers/gpu.ts";
@@ -61,6 +61,7 @@ describe("job outputs", () => {
     expect(done.status).toBe("COMPLETED");
     const chunks = done.output as TextChunk[];
     const input = chunks[0]!.output.input_tokens;
+    expect(input).toBe(54); // the same two messages as above
     for (const [i, chunk] of chunks.entries()) {
       expect(chunk).toEqual({
         output: { input_tokens: input, output_tokens: expect.any(Number), text: expect.any(Array) },
@@ -69,7 +70,8 @@ describe("job outputs", () => {
           running: expect.any(Number), pending: 0, swapped: 0, gpu_kv_cache_usage: 0, cpu_kv_cache_usage: expect.any(Number),
           input_tokens: input, output_tokens: chunk.output.output_tokens, scenario: "stream", stream_index: i,
           },
-        ...(i === chunks.length - 1 ? { cost: textCost(t.options, input, 30) } : {}),
+        // 54 prompt tokens at $0.5/M and 30 generated at $1.5/M.
+        ...(i === chunks.length - 1 ? { cost: 0.000072 } : {}),
       });
       expect(chunk.metrics.cpu_kv_cache_usage).toBeWithin(0, 1);
     }
