@@ -51,8 +51,14 @@ export function gpuCapacity(devices: readonly GpuDevice[], need: GpuNeed): numbe
   if (need.gpus === 0) return Infinity;
   const slots = devices.map((d) => (need.memoryMb === undefined ? 1 : d.memoryMb === undefined ? 1 : Math.floor(d.memoryMb / need.memoryMb)));
   // A worker on n devices takes one slot on each of n different devices: k workers fit when
-  // the devices give k*n slots with no device giving more than k.
-  let k = 0;
-  while (slots.reduce((sum, n) => sum + Math.min(n, k + 1), 0) >= (k + 1) * need.gpus) k++;
-  return k;
+  // the devices give k*n slots with no device giving more than k. Those k form a range from 0
+  // (the slots past k shrink as k grows), so the largest is found by bisection.
+  const fit = (k: number) => slots.reduce((sum, n) => sum + Math.min(n, k), 0) >= k * need.gpus;
+  let [lo, hi] = [0, Math.floor(slots.reduce((sum, n) => sum + n, 0) / need.gpus)];
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fit(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }

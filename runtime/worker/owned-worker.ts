@@ -24,6 +24,11 @@ export interface OwnerOptions {
   log: Log;
   /** Where the owner takes a worker's stop list (the store, or the server over HTTP); none: stops are not relayed. */
   stopsFor?: (workerId: string) => StopSource;
+  /**
+   * The worker id the owner gave the process: a hello naming another is not believed (its
+   * handler could otherwise take another endpoint's stop list). Unset: the process's own id.
+   */
+  workerId?: string;
   /** Times deadlines and graces. @default systemClock */
   clock?: Clock;
 }
@@ -72,6 +77,11 @@ export class OwnedWorker {
   #message = (m: unknown): void => {
     const msg = m as { type?: string; workerId?: unknown; drainMs?: unknown; jobId?: string };
     if (msg.type === "hello" && typeof msg.workerId === "string") {
+      const expected = this.options.workerId;
+      if (expected !== undefined && msg.workerId !== expected) {
+        this.options.log.warn("a worker process said hello with a worker id it was not given; its stops are not relayed", { pid: this.proc.pid, expected, said: msg.workerId });
+        return;
+      }
       this.#drainMs = Number(msg.drainMs) || 0;
       if (this.#workerId === undefined && this.options.stopsFor) void this.#relay(this.options.stopsFor(msg.workerId));
       this.#workerId = msg.workerId;

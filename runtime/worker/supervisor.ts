@@ -1,7 +1,7 @@
 import type { Log } from "../log.ts";
 import { isCompiled } from "../build/executable.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
-import { CHILD_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
+import { CHILD_ENV, EXIT_WITH_PARENT_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
 import { OwnedWorker, watchedStdio, watchEnv, type StopSource } from "./owned-worker.ts";
 
@@ -28,7 +28,9 @@ export async function supervise(command: string[], env: Record<string, string | 
     // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
     // that ended follow the worker-loss rule instead of waiting out their execution timeout.
     const proc = Bun.spawn(command, {
-      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation) },
+      // A child whose supervisor is gone would run on with nobody to enforce its deadlines or relay
+      // its cancels: it exits (EXIT_WITH_PARENT_ENV), and its jobs follow the worker-loss rule.
+      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation), [EXIT_WITH_PARENT_ENV]: "1" },
       stdio: [...watchedStdio("inherit")],
     });
     child = proc;

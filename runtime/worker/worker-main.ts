@@ -89,7 +89,7 @@ function exitWithParent(log: { warn: (m: string) => void }): void {
   const parent = process.ppid;
   setInterval(() => {
     if (process.ppid !== parent) {
-      log.warn("the server that started this worker is gone; exiting");
+      log.warn("the process that started this worker (a server or a supervisor) is gone; exiting");
       process.exit(1);
     }
   }, 1_000).unref();

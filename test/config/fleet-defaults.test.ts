@@ -82,5 +82,9 @@ describe("GPUs at config load", () => {
     // Four slots on one device and one on another: a two-device worker fits once.
     expect(gpuCapacity(devs(80, 20), { gpus: 2, memoryMb: 20 })).toBe(1);
     expect(gpuCapacity(devs(10, 10), { gpus: 1, memoryMb: 20 })).toBe(0);
+    expect(gpuCapacity(devs(80, 80, 80, 80), { gpus: 3, memoryMb: 20 })).toBe(5); // 16 slots, 4 a device
+    // Figures far past any card are counted, not looped over.
+    expect(gpuCapacity(devs(80_000_000, 80_000_000), { gpus: 1, memoryMb: 1 })).toBe(160_000_000);
+    expect(gpuCapacity(devs(80_000_000, 80_000_000), { gpus: 2, memoryMb: 1 })).toBe(80_000_000);
   });
 });

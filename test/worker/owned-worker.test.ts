@@ -120,4 +120,20 @@ describe("the owner of a worker process", () => {
     c.clock.advance(JOB_GRACE_MS);
     await sigtermSeen(c);
   }, 30_000);
+
+  test("a hello naming a worker id the owner did not give is not believed: no stop list is taken for it", async () => {
+    const stops = testStops();
+    const proc = Bun.spawn([process.execPath, FIXTURE], { stdio: ["pipe", "ignore", "inherit", "pipe"] });
+    const owned = new OwnedWorker(proc, { killGraceMs: KILL_GRACE_MS, log: silentLog, clock: new ManualClock(), stopsFor: stops.stopsFor, workerId: "given-1" });
+    try {
+      // The fixture says hello as child-1; a job it then reports is watched all the same.
+      proc.stdin.write(`${JSON.stringify({ start: "j1" })}\n`);
+      proc.stdin.flush();
+      await until(() => owned.watchdog.running === 1, "job j1 reported started");
+      expect([owned.workerId, stops.asked()]).toEqual([undefined, undefined]);
+    } finally {
+      proc.kill("SIGKILL");
+      await proc.exited;
+    }
+  });
 });

@@ -41,7 +41,9 @@ export class GpuPlacement {
   take(need: GpuNeed): GpuGrant | undefined {
     const fits = this.#devices.filter((d) => this.#fits(d, need.memoryMb));
     if (fits.length < need.gpus) return undefined;
-    const room = (d: DeviceState) => (d.device.memoryMb ?? 0) - d.usedMb;
+    // Shared workers pack onto the fullest card they fit on; a card of unknown memory, which holds
+    // one worker whole, comes last.
+    const room = (d: DeviceState) => (d.device.memoryMb === undefined ? Infinity : d.device.memoryMb - d.usedMb);
     const chosen = need.memoryMb === undefined ? fits.slice(0, need.gpus) : fits.sort((a, b) => room(a) - room(b)).slice(0, need.gpus);
     for (const d of chosen) {
       d.workers++;

@@ -44,7 +44,7 @@ export class LocalProcessProvider implements WorkerProvider {
     // Its error output still reaches the server's; the tail is kept to say why a start failed.
     const tail = new OutputTail();
     const copied = tail.copy(proc.stderr, process.stderr);
-    const owned = new OwnedWorker(proc, { killGraceMs: this.killGraceMs, log: this.log, stopsFor: this.stopsFor });
+    const owned = new OwnedWorker(proc, { killGraceMs: this.killGraceMs, log: this.log, stopsFor: this.stopsFor, workerId: spec.workerId });
     const { watchdog } = owned;
     return {
       workerId: spec.workerId,

@@ -260,8 +260,11 @@ export class Scaler {
     return true;
   }
 
-  /** Stops scaling and every worker (they drain), waiting up to `graceMs` before killing. */
-  async stop(graceMs = 30_000): Promise<void> {
+  /**
+   * Stops scaling and every worker: each drains (the drain time it announced) and is killed
+   * after the kill grace; `graceMs`, when given, kills at that time instead.
+   */
+  async stop(graceMs?: number): Promise<void> {
     this.#stopped.abort();
     await this.#loop;
     const all = [...this.#endpoints.values()].flatMap((s) => [...s.workers.values()]);

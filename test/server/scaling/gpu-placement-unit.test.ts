@@ -49,6 +49,13 @@ describe("GpuPlacement", () => {
     expect(gpus.take({ gpus: 1, memoryMb: 1 })).toBeUndefined();
   });
 
+  test("a shared worker packs onto a card of known memory before it takes one of unknown memory whole", () => {
+    const gpus = new GpuPlacement([{ id: "unknown" }, { id: "0", memoryMb: 40_000 }]);
+    expect(gpus.take({ gpus: 1, memoryMb: 10_000 })!.ids).toEqual(["0"]);
+    expect(gpus.take({ gpus: 1, memoryMb: 10_000 })!.ids).toEqual(["0"]);
+    expect(gpus.take({ gpus: 1 })!.ids).toEqual(["unknown"]);
+  });
+
   test("a device of unknown memory holds one worker, figure or not", () => {
     const gpus = new GpuPlacement([{ id: "GPU-a" }]);
     const a = gpus.take({ gpus: 1, memoryMb: 1 })!;
