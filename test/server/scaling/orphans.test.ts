@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { spawnProcess } from "../../helpers/spawned.ts";
+import { startTestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const CLI = resolve(import.meta.dir, "../../../runtime/cli.ts");
@@ -48,3 +49,15 @@ test("a server killed with SIGKILL leaves no worker process behind", async () =>
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a spool worker supervisor killed with SIGKILL leaves no worker process behind", async () => {
+  await using srv = await startTestServer();
+  await using supervisor = spawnProcess([process.execPath, CLI, "worker", resolve(import.meta.dir, "../../../handlers/examples/echo.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+  const [, queued] = await srv.json("POST", "/v2/echo/runsync", { input: { a: 1 } });
+  expect(queued.status).toBe("COMPLETED");
+  const children = childrenOf(supervisor.proc.pid);
+  expect(children.length).toBe(1);
+  supervisor.proc.kill(9);
+  await supervisor.proc.exited;
+  await until(() => !alive(children[0]!), "the orphaned worker to exit");
+}, 30_000);
