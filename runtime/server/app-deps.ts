@@ -37,6 +37,11 @@ export interface AppDeps {
   workerSeen?: (workerId: string, endpointId: string) => void;
   /** How webhook hosts are looked up, at submission and before each call (the system's resolver by default). */
   resolver?: Resolver;
+  /**
+   * The origin this server's own workers call (`http://127.0.0.1:<port>`), set once it listens:
+   * a job submitted through it records no origin, and its file URLs are built on it.
+   */
+  local?: { origin?: string };
 }
 
 /** What routes are built from: the app's deps and the one job path. */

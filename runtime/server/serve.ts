@@ -76,7 +76,9 @@ export function startServer(options: {
   const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(base.log, base.config.server.killGraceMs, stopList(store, systemClock, RELAY_WAIT_MS)), serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
+  const local: { origin?: string } = {};
   const deps = {
+    local,
     ...base,
     files,
     localFiles,
@@ -106,6 +108,7 @@ export function startServer(options: {
   const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
+  local.origin = url;
   const scalerKey = `scaler-${serverId}`;
   const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url, scalerKey) : Promise.resolve();
   return {

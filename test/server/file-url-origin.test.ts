@@ -38,6 +38,12 @@ test("a job's file URL is on the origin its client called, not the worker's; pub
   const fetched = await fetch(url);
   expect([fetched.status, await fetched.text()]).toEqual([200, "the file"]);
 
+  // Submitted through the server's own origin (the one its workers call): nothing recorded, the URL is on it.
+  const own = await uploadedUrl(srv, srv.url);
+  expect(own).toStartWith(`${srv.url}/files/echo/`);
+  const ownJob = (await srv.store.recent("echo", srv.clock.now(), 1)).jobs[0]!;
+  expect(ownJob.origin).toBeUndefined();
+
   await using behindProxy = await startTestServer({ server: { host: "0.0.0.0", publicUrl: "https://spool.example.com" } });
   const proxied = await uploadedUrl(behindProxy, `http://127.0.0.2:${new URL(behindProxy.url).port}`);
   expect(proxied).toStartWith("https://spool.example.com/files/echo/");

@@ -137,3 +137,12 @@ export function requestOrigin(url: string): string {
   const path = url.indexOf("/", url.indexOf("//") + 2);
   return path === -1 ? url : url.slice(0, path);
 }
+
+/**
+ * The origin to record with a job submitted at `url`: none when it is the server's own (the one
+ * its workers call), on which the job's file URLs are built anyway; a row is then no longer.
+ */
+export function originToRecord(url: string, local: { origin?: string } | undefined): string | undefined {
+  const origin = requestOrigin(url);
+  return origin === local?.origin ? undefined : origin;
+}
