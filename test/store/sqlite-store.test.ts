@@ -1,11 +1,12 @@
 import { expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SCHEMA_VERSION } from "../../runtime/server/store/sqlite/sqlite-schema.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
+import { until } from "../helpers/until.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
 
@@ -173,6 +174,22 @@ test("sqlite: a webhook call owed for a job keeps no copy of its input, long or 
     for (const c of copies) expect("input" in JSON.parse(c.job)).toBe(false);
     expect(JSON.parse(copies[1]!.job).output).toEqual(output);
     expect(copies[1]!.job.length).toBeLessThan(20_000); // its other fields and its 10 KB output; the input is 1 MB
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("sqlite: the write-ahead log is copied into the database file by the store's checkpoint thread", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const s = SqliteStore.open(dir, { retention: RETENTION });
+    const file = join(dir, "spool.db");
+    const before = statSync(file).size;
+    // Far below the size at which the server's own connection would checkpoint (~40 MB of log):
+    // only the checkpoint thread moves these pages into the file.
+    for (let i = 0; i < 200; i++) await s.enqueue({ id: `j${i}`, endpointId: "ep", input: { pad: "x".repeat(2000) }, policy, sync: false }, T0);
+    await until(() => statSync(file).size > before, "the checkpoint thread to copy the log into spool.db");
+    await s.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -58,7 +58,7 @@ export class SqliteStore implements Store {
       // Checkpoints (and the file sync each ends with) run in a thread of their own; this
       // connection checkpoints only if the log ever grows past ~40 MB without one.
       this.#db.run("PRAGMA wal_autocheckpoint = 10000");
-      this.#checkpointer = new Worker(new URL("./sqlite/sqlite-checkpointer.ts", import.meta.url));
+      this.#checkpointer = new Worker(new URL("./sqlite-checkpointer.ts", import.meta.url));
       this.#checkpointer.postMessage({ path, intervalMs: CHECKPOINT_INTERVAL_MS });
       this.#checkpointer.unref();
     }
@@ -291,9 +291,13 @@ export class SqliteStore implements Store {
     this.#requests.close();
     const checkpointer = this.#checkpointer;
     if (checkpointer) {
-      const closed = new Promise<void>((resolve) => checkpointer.addEventListener("close", () => resolve()));
+      const stopped = Promise.withResolvers<void>();
+      checkpointer.addEventListener("close", () => stopped.resolve());
       checkpointer.postMessage("stop");
-      await Promise.race([closed, Bun.sleep(2_000)]);
+      // Bounded: a checkpoint stuck on the disk must not hold the server's exit.
+      const bound = setTimeout(stopped.resolve, 2_000);
+      await stopped.promise;
+      clearTimeout(bound);
       checkpointer.terminate();
     }
     this.#db.close();
