@@ -4,6 +4,7 @@ import { compileTarget, type Target } from "../build/targets.ts";
 
 const CLI = resolve(import.meta.dir, "../cli.ts");
 
+
 /** Where a build writes before its binary is renamed into place (a failed build leaves an earlier one as it was). */
 export const partialPath = (outfile: string) => join(dirname(outfile), `.${basename(outfile)}.partial-${process.pid}`);
 

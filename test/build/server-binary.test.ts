@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launchChromium } from "../helpers/chromium.ts";
+import { until } from "../helpers/until.ts";
 import type { Spawned } from "../helpers/spawned.ts";
 import { bareCopy, buildHandler, ROOT, type Bare, type Built } from "./built-binary.ts";
 
@@ -49,6 +50,11 @@ describe("a compiled server", () => {
 
     const res = await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input: { hello: "compiled" } }) });
     expect(await res.json()).toMatchObject({ status: "COMPLETED", output: { hello: "compiled" } });
+    // Its store's checkpoint thread runs inside the binary too: the log reaches the database file.
+    const db = join(bare.dir, "data", "spool.db");
+    const before = statSync(db).size;
+    for (let i = 0; i < 50; i++) await fetch(`${url}/v2/echo/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { pad: "x".repeat(4000) } }) });
+    await until(() => statSync(db).size > before, "the compiled server's checkpoint thread to copy the log into spool.db");
 
     const docs = await fetch(`${url}/docs/scalar.js`);
     expect(docs.status).toBe(200);

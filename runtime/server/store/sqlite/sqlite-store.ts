@@ -1,4 +1,5 @@
 import { Database } from "bun:sqlite";
+import checkpointerSource from "./sqlite-checkpointer.worker.js" with { type: "text" };
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
@@ -58,7 +59,7 @@ export class SqliteStore implements Store {
       // Checkpoints (and the file sync each ends with) run in a thread of their own; this
       // connection checkpoints only if the log ever grows past ~40 MB without one.
       this.#db.run("PRAGMA wal_autocheckpoint = 10000");
-      this.#checkpointer = new Worker(new URL("./sqlite-checkpointer.ts", import.meta.url));
+      this.#checkpointer = new Worker(URL.createObjectURL(new Blob([checkpointerSource], { type: "application/javascript" })));
       this.#checkpointer.postMessage({ path, intervalMs: CHECKPOINT_INTERVAL_MS });
       this.#checkpointer.unref();
     }
