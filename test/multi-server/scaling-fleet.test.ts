@@ -49,6 +49,9 @@ test("two servers on Redis: the scaler counts the endpoint's workers from the st
     const ids = (await a.json("GET", "/v2/ep/requests?status=IN_PROGRESS"))[1].requests.map((r: { id: string }) => r.id);
     for (const id of ids) await a.json("POST", `/v2/ep/cancel/${id}`);
     await until(async () => (await workers(a)).idle === 2, "a's 2 workers idle");
+    // A cancelled job's process is ending, not idle, until it reports the job ended (on its
+    // watch channel, which can be read after its next request).
+    await until(() => a.server.scaler.stopping("ep") === 0, "a to hear that its workers' cancelled jobs ended");
     clock.advance(ENDPOINT.idleTimeout * 1000);
     await b.server.scaler.tick();
     expect(b.server.scaler.running("ep")).toEqual([]);
@@ -83,6 +86,9 @@ test("two servers on Redis with workersMin 1: a server without the lease stops i
     // Both idle past idleTimeout; the floor is 1. b (the holder) may stop its own, so a keeps its.
     for (const id of [first, second]) await a.json("POST", `/v2/ep/cancel/${id}`);
     await until(async () => (await workers(a)).idle === 2, "both workers idle");
+    // A cancelled job's process is ending, not idle, until it reports the job ended (on its
+    // watch channel, which can be read after its next request).
+    await until(() => a.server.scaler.stopping("ep") + b.server.scaler.stopping("ep") === 0, "both servers to hear that the cancelled jobs ended");
     clock.advance(ENDPOINT.idleTimeout * 1000);
     await a.server.scaler.retireIdle();
     expect(a.server.scaler.running("ep").length).toBe(1);

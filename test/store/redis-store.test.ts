@@ -16,9 +16,9 @@ const T0 = 1_790_000_000_000;
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
 const newJob = (id: string, over: Partial<NewJob> = {}): NewJob => ({ id, endpointId: "ep", input: { id }, policy, sync: false, ...over });
 
-/** Script runs (EVALSHA calls) the redis-server has answered so far. */
-async function evalshaCalls(): Promise<number> {
-  const raw = new Bun.RedisClient(await redisUrl());
+/** Script runs (EVALSHA calls) the redis-server at `url` has answered so far. */
+async function evalshaCallsAt(url: string): Promise<number> {
+  const raw = new Bun.RedisClient(url);
   try {
     const stats = String(await raw.send("INFO", ["commandstats"]));
     return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
@@ -41,7 +41,10 @@ async function withRaw(body: (s: RedisStore, raw: Bun.RedisClient, p: string) =>
 }
 
 test("redis: submissions made while one is in flight go to Redis together as one script run, and so do takes and results", async () => {
-  const s = await connect();
+  // A redis-server of its own: its command counts are this store's alone.
+  await using own = await startOwnRedis();
+  const evalshaCalls = () => evalshaCallsAt(own.url);
+  const s = await RedisStore.connect(own.url, { retention: RETENTION }, prefix());
   try {
     await s.enqueue(newJob("first"), T0); // the script is loaded
     const before = await evalshaCalls();
