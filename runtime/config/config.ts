@@ -84,6 +84,11 @@ export const endpointConfigSchema = z.strictObject({
   s3Hosts: z.array(z.string().min(1)).optional(),
   /** Settings handed to the handler (a model path, a device, prices), checked by its own schema. */
   options: z.record(z.string(), z.unknown()).default({}),
+  /**
+   * Environment variables for the endpoint's workers (a model hub token, a region), on top of the
+   * short list of the server's own that workers get. @default {}
+   */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are letters, digits and _, not starting with a digit"), z.string()).default({}),
   rateLimits: rateLimitsSchema,
 });
 /** An endpoint's settings once loaded: workersMax is always set. */
@@ -164,6 +169,12 @@ export const serverConfigSchema = z.strictObject({
    * @default "local"
    */
   provider: z.enum(["local", "external"]).default("local"),
+  /**
+   * How workers the server starts are confined: "bubblewrap" runs each in a sandbox (its own PID
+   * namespace, the host read-only, no view of the data dir or the config file); "none" runs them
+   * with the server's rights; "auto" uses bubblewrap where it works. @default "auto"
+   */
+  sandbox: z.enum(["auto", "bubblewrap", "none"]).default("auto"),
 });
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 
@@ -181,6 +192,8 @@ export const configSchema = z.strictObject({
 export type Config = Omit<z.infer<typeof configSchema>, "server" | "endpoints"> & {
   server: z.infer<typeof serverConfigSchema> & { gpus: GpuDevice[] };
   endpoints: Record<string, EndpointConfig>;
+  /** The file it was read from (its workers must not read it); none for the built-in default. */
+  configFile?: string;
 };
 /** What a caller may pass: every field optional, defaults filled in by parseConfig. */
 export type ConfigInput = z.input<typeof configSchema>;
@@ -280,5 +293,7 @@ export async function loadConfig(path?: string, machine: MachineOptions = {}): P
   } catch (err) {
     throw new ConfigError(`${path}: not valid TOML: ${(err as Error).message}`);
   }
-  return resolveHandlers(parseConfig(raw, path, machine), dirname(resolve(path)));
+  const config = resolveHandlers(parseConfig(raw, path, machine), dirname(resolve(path)));
+  config.configFile = resolve(path);
+  return config;
 }

@@ -1,3 +1,4 @@
+import { closeSync } from "node:fs";
 import { systemClock, type Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { RELAY_STOPS_ENV, WATCH_FD, WATCH_FD_ENV, type OwnerMessage } from "../protocol/worker-ipc.ts";
@@ -35,6 +36,15 @@ export interface OwnerOptions {
 
 /** Stop ids kept for jobs not reported started yet (a cancel that overtook the take's answer). */
 const PENDING_MAX = 1_000;
+/**
+ * How long such a stop is kept: a cancel overtakes a take's answer by moments, and an older one
+ * must not cancel the same job when a retry hands it to this worker again.
+ */
+export const PENDING_STOP_MS = 30_000;
+/** The longest drain a worker may ask for in its hello (the deadline of its longest job). */
+export const MAX_DRAIN_MS = 24 * 3600_000;
+/** How long the watch channel is read after the process tree is gone, before its descriptor is closed. */
+const CHANNEL_DRAIN_MS = 1_000;
 
 /**
  * The owner's side of a worker process (the scaler's provider, a supervisor): enforces its job
@@ -46,7 +56,8 @@ export class OwnedWorker {
   /** How long the worker may drain its running jobs once told to stop (from its hello). */
   #drainMs = 0;
   #workerId: string | undefined;
-  readonly #pending = new Set<string>();
+  /** Stops of jobs not reported started yet, with when each came. */
+  readonly #pending = new Map<string, number>();
   readonly #gone = new AbortController();
 
   constructor(
@@ -56,7 +67,20 @@ export class OwnedWorker {
     this.watchdog = new JobWatchdog(proc, options.killGraceMs, options.log, options.clock);
     void proc.exited.then(() => this.#gone.abort());
     const fd = proc.stdio[3];
-    if (typeof fd === "number") void readJsonLines(Bun.file(fd).stream(), this.#message);
+    if (typeof fd === "number") {
+      const reading = readJsonLines(Bun.file(fd).stream(), this.#message);
+      // The owner's end of the channel is closed with the worker: a server that restarts
+      // workers all day keeps no descriptor per worker it ever ran.
+      void proc.exited
+        .then(() => Promise.race([reading, Bun.sleep(CHANNEL_DRAIN_MS)]))
+        .then(() => {
+          try {
+            closeSync(fd);
+          } catch {
+            // closed already
+          }
+        });
+    }
   }
 
   /** The worker id the process said hello with; undefined until it has. */
@@ -79,16 +103,22 @@ export class OwnedWorker {
     if (msg.type === "hello" && typeof msg.workerId === "string") {
       const expected = this.options.workerId;
       if (expected !== undefined && msg.workerId !== expected) {
-        this.options.log.warn("a worker process said hello with a worker id it was not given; its stops are not relayed", { pid: this.proc.pid, expected, said: msg.workerId });
+        // Its stops could not be relayed: a process nobody can cancel is not left running.
+        this.options.log.warn("a worker process said hello with a worker id it was not given; ending it", { pid: this.proc.pid, expected, said: msg.workerId });
+        this.stop(0);
         return;
       }
-      this.#drainMs = Number(msg.drainMs) || 0;
+      this.#drainMs = Math.min(MAX_DRAIN_MS, Math.max(0, Number(msg.drainMs) || 0));
       if (this.#workerId === undefined && this.options.stopsFor) void this.#relay(this.options.stopsFor(msg.workerId));
       this.#workerId = msg.workerId;
       return;
     }
     this.watchdog.message(m);
-    if (msg.type === "job-start" && msg.jobId && this.#pending.delete(msg.jobId)) this.#cancel([msg.jobId]);
+    if (msg.type === "job-start" && msg.jobId && this.#pending.has(msg.jobId)) {
+      const at = this.#pending.get(msg.jobId)!;
+      this.#pending.delete(msg.jobId);
+      if (this.#now() - at <= PENDING_STOP_MS) this.#cancel([msg.jobId]);
+    }
   };
 
   async #relay(stops: StopSource): Promise<void> {
@@ -118,8 +148,13 @@ export class OwnedWorker {
     }
     for (const id of ids) {
       if (this.watchdog.cancel(id)) continue;
-      this.#pending.add(id);
-      if (this.#pending.size > PENDING_MAX) this.#pending.delete(this.#pending.values().next().value!);
+      this.#pending.delete(id);
+      this.#pending.set(id, this.#now());
+      if (this.#pending.size > PENDING_MAX) this.#pending.delete(this.#pending.keys().next().value!);
     }
+  }
+
+  #now(): number {
+    return (this.options.clock ?? systemClock).now();
   }
 }

@@ -25,6 +25,11 @@ export function terminate(proc: OwnedProcess, graceMs: number, more: () => numbe
   })();
 }
 
+/** The longest job deadline or grace a worker may report (RunPod's longest executionTimeout is 7 days). */
+const MAX_REPORTED_MS = 7 * 24 * 3600_000;
+/** A reported duration as a number the watchdog can wait on: 0 to MAX_REPORTED_MS. */
+const clampMs = (v: unknown): number => Math.min(MAX_REPORTED_MS, Math.max(0, Number.isFinite(v) ? (v as number) : 0));
+
 interface WatchedJob {
   /** How long the handler may run on once its job has ended (deadline or cancel). */
   graceMs: number;
@@ -74,9 +79,9 @@ export class JobWatchdog {
     this.#jobs.delete(m.jobId);
     this.#overdue.delete(m.jobId);
     if (m.type === "job-end") return;
-    const job = { graceMs: m.graceMs, wait: new AbortController() };
+    const job = { graceMs: clampMs(m.graceMs), wait: new AbortController() };
     this.#jobs.set(m.jobId, job);
-    this.#after(job, m.timeoutMs, () => this.#pastEnd(m.jobId, "ran past its timeout"));
+    this.#after(job, clampMs(m.timeoutMs), () => this.#pastEnd(m.jobId, "ran past its timeout"));
   };
 
   /**

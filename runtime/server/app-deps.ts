@@ -7,6 +7,7 @@ import type { JobEvents } from "./jobs/job-events.ts";
 import type { JobService } from "./jobs/job-service.ts";
 import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import type { ServerMetrics } from "./metrics/server-metrics.ts";
+import type { WorkerKeys } from "./keys/worker-keys.ts";
 import type { StartFailures } from "./scaling/start-failures.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 import type { Resolver } from "./webhooks/webhook-address.ts";
@@ -42,6 +43,8 @@ export interface AppDeps {
    * a job submitted through it records no origin, and its file URLs are built on it.
    */
   local?: { origin?: string };
+  /** The keys of the workers this server starts (held in memory, never stored). */
+  workerKeys?: WorkerKeys;
 }
 
 /** What routes are built from: the app's deps and the one job path. */

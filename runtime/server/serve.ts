@@ -1,5 +1,6 @@
 import { systemClock, type Clock } from "../clock.ts";
-import { ConfigError, type Config } from "../config/config.ts";
+import { resolve } from "node:path";
+import { ConfigError, startsWorkers, type Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
 import type { ScaleUpHold } from "../protocol/job-response.ts";
 import { createApp } from "./app.ts";
@@ -9,7 +10,8 @@ import { S3FileStore } from "./files/s3-file-store.ts";
 import { startMaintenance } from "./jobs/maintenance.ts";
 import { InputSchemas } from "./jobs/input-schemas.ts";
 import { JobEvents } from "./jobs/job-events.ts";
-import { createKey } from "./keys/api-keys.ts";
+import { WorkerKeys } from "./keys/worker-keys.ts";
+import { sandboxMode } from "../process/sandbox.ts";
 import { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { LocalProcessProvider } from "./scaling/local-process-provider.ts";
@@ -32,7 +34,11 @@ const RELAY_WAIT_MS = 60_000;
 export interface RunningServer {
   url: string;
   scaler: Scaler;
-  /** Resolves once the scaler has its key and has started (at once when nothing is scaled). */
+  /** The keys of the workers the scaler runs now. */
+  workerKeys: WorkerKeys;
+  /** How the workers it starts are confined. */
+  sandbox: "bubblewrap" | "none";
+  /** Resolves once the scaler has started (at once when nothing is scaled). */
   ready: Promise<void>;
   config: Config;
   port: number;
@@ -71,9 +77,12 @@ export function startServer(options: {
   // The scaler is made just below; the metrics ask it only when scraped.
   const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep), stopping: (ep: string): number => scaler.stopping(ep), held: (ep: string): ScaleUpHold | undefined => scaler.held(ep), startFailures: { retrying: (ep: string): boolean => startFailures.retrying(ep) } });
   const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
-  const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures };
+  const workerKeys = new WorkerKeys();
+  const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
-  const scaler = new Scaler(base, options.provider ?? new LocalProcessProvider(base.log, base.config.server.killGraceMs, stopList(store, systemClock, RELAY_WAIT_MS)), serverId);
+  const sandbox = localSandbox(config, log);
+  const provider = options.provider ?? new LocalProcessProvider({ log, killGraceMs: config.server.killGraceMs, stopsFor: stopList(store, systemClock, RELAY_WAIT_MS), sandbox: sandbox.hidden && { hidden: sandbox.hidden } });
+  const scaler = new Scaler(base, provider, serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
   const local: { origin?: string } = {};
@@ -109,11 +118,12 @@ export function startServer(options: {
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
   local.origin = url;
-  const scalerKey = `scaler-${serverId}`;
-  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url, scalerKey) : Promise.resolve();
+  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url) : Promise.resolve();
   return {
     url,
     scaler,
+    workerKeys,
+    sandbox: sandbox.mode,
     ready: scaling,
     config,
     port: server.port!,
@@ -124,7 +134,6 @@ export function startServer(options: {
     stop: async () => {
       await scaling;
       await scaler.stop(); // workers drain while the server still answers them
-      if (scaler.endpoints.length) await store.revokeKey(scalerKey, clock.now());
       await server.stop(true);
       await maintenance.stop();
       await webhooks.stop();
@@ -136,12 +145,36 @@ export function startServer(options: {
 }
 
 /**
- * The scaler's workers use a worker key of this server's own, restricted to its endpoints and
- * revoked when the server stops (several servers on one store each keep theirs).
+ * Each worker the scaler starts gets a key of its own, held in this server's memory (WorkerKeys).
+ * Stored keys that servers before that one made for their scaler, and that one killed with
+ * SIGKILL never revoked, are revoked here.
  */
-async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string, keyName: string): Promise<void> {
-  const { key } = await createKey(store, keyName, clock.now(), { scope: "worker", endpoints: scaler.endpoints });
-  scaler.start(url, key);
+async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string): Promise<void> {
+  for (const key of await store.listKeys()) {
+    if (key.scope === "worker" && key.revokedAt === undefined && /^scaler-server-[0-9a-f]{8}$/.test(key.name)) await store.revokeKey(key.id, clock.now());
+  }
+  scaler.start(url);
+}
+
+/**
+ * How this server confines the workers it starts (server.sandbox): in bubblewrap, where they
+ * cannot see the data dir or the config file; where that is not possible, it says so once.
+ */
+function localSandbox(config: Config, log: Log): { mode: "bubblewrap" | "none"; hidden?: string[] } {
+  let mode: "bubblewrap" | "none";
+  try {
+    mode = sandboxMode(config.server.sandbox);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  if (mode === "none") {
+    if (config.server.sandbox === "auto" && Object.values(config.endpoints).some((ep) => startsWorkers(config, ep))) {
+      log.warn("bubblewrap (bwrap) is not available: handlers run with this server's rights and can read its data dir; install the bubblewrap package to confine them");
+    }
+    return { mode };
+  }
+  const hidden = [resolve(config.server.data), ...(config.configFile ? [resolve(config.configFile)] : [])];
+  return { mode, hidden };
 }
 
 /**

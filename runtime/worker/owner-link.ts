@@ -1,7 +1,7 @@
 import { writeSync } from "node:fs";
 import { RELAY_STOPS_ENV, WATCH_FD_ENV, type OwnerMessage, type WorkerIpcMessage } from "../protocol/worker-ipc.ts";
-import { readJsonLines } from "./json-lines.ts";
-import type { StopSource } from "./owned-worker.ts";
+import { readJsonLines } from "../process/json-lines.ts";
+import type { StopSource } from "../process/owned-worker.ts";
 
 /** A worker process's link to the process that owns it (see WorkerIpcMessage). */
 export interface OwnerLink {

@@ -3,7 +3,8 @@ import { isCompiled } from "../build/executable.ts";
 import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
-import { OwnedWorker, watchedStdio, watchEnv, type StopSource } from "./owned-worker.ts";
+import { launchWorker, kernelEndsOrphans } from "../process/launch.ts";
+import { OwnedWorker, watchEnv, type StopSource } from "../process/owned-worker.ts";
 
 /**
  * Runs the worker in a child process and replaces it when it ends: at once when it asked to be
@@ -15,23 +16,26 @@ import { OwnedWorker, watchedStdio, watchEnv, type StopSource } from "./owned-wo
  */
 export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log, stopsFor?: (workerId: string) => StopSource): Promise<number> {
   let stopping = false;
+  const stopped = new AbortController();
   let child: { kill(sig: NodeJS.Signals): void } | undefined;
   const forward = (sig: NodeJS.Signals) => () => {
     stopping = true;
+    stopped.abort();
     child?.kill(sig);
   };
   process.on("SIGTERM", forward("SIGTERM"));
   process.on("SIGINT", forward("SIGINT"));
   const killGraceMs = Number(env[KILL_GRACE_ENV] ?? KILL_GRACE_DEFAULT_MS);
   let crashes = 0;
-  for (let generation = 1; ; generation++) {
+  for (let generation = 1; !stopping; generation++) {
     // Each replacement gets a worker id of its own (GENERATION_ENV), so the jobs of the process
     // that ended follow the worker-loss rule instead of waiting out their execution timeout.
-    const proc = Bun.spawn(command, {
+    const proc = launchWorker(command, {
       // A child whose supervisor is gone would run on with nobody to enforce its deadlines or relay
-      // its cancels: it exits (EXIT_WITH_PARENT_ENV), and its jobs follow the worker-loss rule.
-      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation), [EXIT_WITH_PARENT_ENV]: "1" },
-      stdio: [...watchedStdio("inherit")],
+      // its cancels: the kernel ends it (or, where it cannot, the child watches for it), and its
+      // jobs follow the worker-loss rule.
+      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation), [EXIT_WITH_PARENT_ENV]: kernelEndsOrphans(false) ? undefined : "1" },
+      stderr: "inherit",
     });
     child = proc;
     const { watchdog } = new OwnedWorker(proc, { killGraceMs, log, stopsFor });
@@ -46,8 +50,13 @@ export async function supervise(command: string[], env: Record<string, string | 
     crashes++;
     const wait = Math.min(30_000, 250 * 2 ** Math.min(crashes - 1, 7));
     log.warn("worker process crashed; restarting", { code, inMs: wait });
-    await Bun.sleep(wait);
+    // Told to stop meanwhile: no new child.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, wait);
+      stopped.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+    });
   }
+  return 0;
 }
 
 /** How this program starts itself again: a compiled binary is its own executable. */

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestServer } from "./test-server.ts";
@@ -14,18 +14,40 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** A folder where test/fixtures/stuck-fixture.ts processes leave their pids (STUCK_PIDS_DIR). */
+/**
+ * Worker processes of one test, found from outside whatever namespace they run in: those whose
+ * environment holds STUCK_PIDS_DIR=<dir> (give the workers `env`), as the host numbers them.
+ */
 export interface StuckPids extends Disposable {
   dir: string;
-  /** Live processes that loaded the fixture, less `except` (a supervisor, the server: they load it too). */
+  /** The variable to put in the workers' environment (an endpoint's `env`, or a spawn's). */
+  env: { STUCK_PIDS_DIR: string };
+  /** Live processes with that variable, less `except` (a supervisor has it too) and bubblewrap's own. */
   live(except?: number[]): number[];
+}
+
+/** Whether a live process (not a zombie) has `entry` in the environment it was started with, and is not bwrap. */
+function startedWith(pid: number, entry: string): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    if (state === "Z" || state === "X" || stat.includes("(bwrap)")) return false;
+    return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(entry);
+  } catch {
+    return false;
+  }
 }
 
 export function stuckPids(): StuckPids {
   const dir = mkdtempSync(join(tmpdir(), "spool-stuck-"));
+  const entry = `STUCK_PIDS_DIR=${dir}`;
   return {
     dir,
-    live: (except = []) => readdirSync(dir).map(Number).filter((pid) => !except.includes(pid) && alive(pid)),
+    env: { STUCK_PIDS_DIR: dir },
+    live: (except = []) =>
+      readdirSync("/proc")
+        .map(Number)
+        .filter((pid) => Number.isInteger(pid) && pid > 0 && pid !== process.pid && !except.includes(pid) && startedWith(pid, entry)),
     [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { ManualClock } from "../../runtime/clock.ts";
 import { silentLog } from "../../runtime/log.ts";
-import { OwnedWorker, type StopSource } from "../../runtime/worker/owned-worker.ts";
+import { OwnedWorker, type StopSource } from "../../runtime/process/owned-worker.ts";
 import { alive } from "../helpers/stuck-pids.ts";
 import { until } from "../helpers/until.ts";
 

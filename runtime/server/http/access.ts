@@ -55,7 +55,7 @@ export class Access {
   key(header: string | undefined): MaybePromise<ApiKeyRecord> {
     const key = keyFromHeader(header);
     if (!key) throw new HttpError(401, "missing API key: send Authorization: Bearer <key>");
-    return andThen(this.#keys.find(key), usable);
+    return this.#deps.workerKeys?.find(key) ?? andThen(this.#keys.find(key), usable);
   }
 
   /**

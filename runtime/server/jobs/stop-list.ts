@@ -1,5 +1,5 @@
 import type { Clock } from "../../clock.ts";
-import type { StopSource } from "../../worker/owned-worker.ts";
+import type { StopSource } from "../../process/owned-worker.ts";
 import { topics } from "../store/store-events.ts";
 import type { Store } from "../store/store.ts";
 import { waitFor } from "./wait-for.ts";

@@ -1,4 +1,5 @@
 import { HttpError } from "../http/http-error.ts";
+import { boundToAnotherWorker } from "../keys/worker-keys.ts";
 import type { Store, WorkerReport, WorkerTouch } from "../store/store.ts";
 
 /** Liveness is judged in tens of seconds, so one write per worker per second is plenty. */
@@ -36,6 +37,8 @@ export class WorkerPresence {
    * another's), or undefined when none is due.
    */
   touch(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch> | undefined {
+    // A key the server gave one of its workers acts for that worker alone.
+    if (boundToAnotherWorker(keyId, workerId)) return Promise.reject(workerNotFound(workerId));
     const last = this.#lastWrite.get(workerId);
     const ping = report !== undefined && (report.runningIds !== undefined || report.unhealthy !== undefined);
     if (!ping && last !== undefined && now - last.at < MIN_TOUCH_INTERVAL_MS && now >= last.at && last.endpointId === endpointId && last.keyId === keyId) {

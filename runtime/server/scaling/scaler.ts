@@ -1,6 +1,6 @@
 import { gpuNeed, startsWorkers, type EndpointConfig } from "../../config/config.ts";
 import type { ScaleUpHold } from "../../protocol/job-response.ts";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
@@ -13,6 +13,9 @@ import { newWorkerId } from "./worker-id.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
 const MAX_BACKOFF_MS = 30_000;
+
+/** An endpoint's own folder under the data dir: its workers' SPOOL_DATA_DIR (models, caches), the only part of the data dir they see in a sandbox. */
+export const endpointScratchDir = (dataDir: string, endpointId: string): string => join(resolve(dataDir), "endpoints", endpointId);
 /** A worker that lived this long resets its endpoint's crash backoff. */
 const HEALTHY_AFTER_MS = 60_000;
 
@@ -48,7 +51,6 @@ export class Scaler {
   readonly #endpoints = new Map<string, EndpointState>();
   readonly #stopped = new AbortController();
   #serverUrl = "";
-  #apiKey = "";
   #loop?: Promise<void>;
 
   readonly #serverId: string;
@@ -100,10 +102,9 @@ export class Scaler {
     return state ? [...state.workers].filter(([, w]) => !w.stopping).map(([id]) => id) : [];
   }
 
-  /** Starts scaling: workers reach the server at `serverUrl` with `apiKey`. */
-  start(serverUrl: string, apiKey: string): void {
+  /** Starts scaling: workers reach the server at `serverUrl`, each with a key of its own. */
+  start(serverUrl: string): void {
     this.#serverUrl = serverUrl;
-    this.#apiKey = apiKey;
     const { clock, config, log, store } = this.#deps;
     // A job queued on a scaled endpoint wakes the scaler at once: a cold start does not wait
     // for the next tick.
@@ -219,17 +220,20 @@ export class Scaler {
     if (!grant) return false;
     const gpus = grant.ids;
     const workerId = newWorkerId(endpointId);
+    const keys = this.#deps.workerKeys!;
     const handle = this.#provider.start({
       endpointId,
       workerId,
       handler: config.handler!,
       serverUrl: this.#serverUrl,
-      apiKey: this.#apiKey,
+      apiKey: keys.issue(endpointId, workerId, clock.now()),
       env: {
         [OPTIONS_ENV]: JSON.stringify(config.options),
-        SPOOL_DATA_DIR: resolve(this.#deps.config.server.data),
         ...(need.gpus > 0 ? gpuEnv(gpus) : {}),
       },
+      endpointEnv: config.env,
+      scratchDir: endpointScratchDir(this.#deps.config.server.data, endpointId),
+      usesGpus: need.gpus > 0,
     });
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);
@@ -241,6 +245,7 @@ export class Scaler {
       // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
       // so health never counts it idle in between; a store that cannot answer now only delays
       // this (the heartbeat timeout covers the worker).
+      keys.revoke(workerId);
       await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       state.workers.delete(workerId);
       this.#byId.delete(workerId);

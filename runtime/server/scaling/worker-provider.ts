@@ -6,8 +6,14 @@ export interface WorkerSpec {
   handler: string;
   serverUrl: string;
   apiKey: string;
-  /** Environment for the worker: its handler options (SPOOL_HANDLER_OPTIONS) and SPOOL_DATA_DIR. */
+  /** Environment Spool sets for the worker: its handler options (SPOOL_HANDLER_OPTIONS) and GPUs. */
   env: Record<string, string>;
+  /** The endpoint's own `env` table from the config. */
+  endpointEnv?: Record<string, string>;
+  /** The endpoint's writable folder (SPOOL_DATA_DIR for its handler: models, caches, scratch). */
+  scratchDir?: string;
+  /** Whether the worker was given GPUs (their device nodes are bound into a sandbox). */
+  usesGpus?: boolean;
 }
 
 export interface WorkerHandle {
@@ -29,8 +35,8 @@ export interface WorkerHandle {
 }
 
 /**
- * Starts workers somewhere: local processes here; a container or Kubernetes provider implements
- * the same two-method contract (start one; the handle stops it) without touching the scaler.
+ * Starts workers somewhere: local processes here; another provider (containers, say) implements
+ * the same one method, and the handle it returns stops the worker, without touching the scaler.
  */
 export interface WorkerProvider {
   start(spec: WorkerSpec): WorkerHandle;

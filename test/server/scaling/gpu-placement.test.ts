@@ -1,6 +1,5 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { ManualClock } from "../../../runtime/clock.ts";
 import { Exposition } from "../../helpers/prometheus.ts";
@@ -8,17 +7,11 @@ import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const GPU = resolve(import.meta.dir, "../../fixtures/gpu-fixture.ts");
-const seenDir = mkdtempSync(join(tmpdir(), "spool-gpus-"));
-// Worker processes inherit the server's environment: the fixture reports its GPUs here.
-process.env.GPU_SEEN_DIR = seenDir;
-afterAll(() => rmSync(seenDir, { recursive: true, force: true }));
-
-/** GPUs seen by each worker process so far (the server's own import of the handler left out). */
-const seen = (): { pid: number; cuda: string | null; vulkan: string | null }[] =>
-  readdirSync(seenDir)
-    .map(Number)
-    .filter((pid) => pid !== process.pid)
-    .map((pid) => ({ pid, ...JSON.parse(readFileSync(join(seenDir, String(pid)), "utf8")) }));
+/** GPUs seen by each worker process of the endpoint so far, by process (the fixture reports them in its endpoint's folder). */
+const seen = (srv: TestServer): { pid: string; cuda: string | null; vulkan: string | null }[] => {
+  const dir = join(srv.dataDir, "endpoints", "ep", "gpu-seen");
+  return existsSync(dir) ? readdirSync(dir).map((pid) => ({ pid, ...JSON.parse(readFileSync(join(dir, pid), "utf8")) })) : [];
+};
 const health = async (srv: TestServer) => (await srv.json("GET", "/v2/ep/health"))[1];
 const heldMetric = async (srv: TestServer) => new Exposition(await (await srv.call("GET", "/metrics")).text()).value("spool_scale_up_held", { endpoint: "ep", reason: "gpu" });
 const submit = async (srv: TestServer) => (await srv.json("POST", "/v2/ep/run", { input: {} }))[1].id as string;
@@ -37,7 +30,7 @@ describe("GPU placement with a fake device list", () => {
     // Three jobs, workersMax 3, two GPUs: two workers, the third waits.
     expect(scaler.running("ep").length).toBe(2);
     await until(async () => (await health(srv)).jobs.inProgress === 2, "two workers running jobs");
-    const first = seen();
+    const first = seen(srv);
     expect(first.map((w) => w.cuda).sort()).toEqual(["0", "1"]);
     expect(first.every((w) => w.vulkan === w.cuda)).toBe(true);
     await scaler.tick();
@@ -54,7 +47,7 @@ describe("GPU placement with a fake device list", () => {
     const last = await submit(srv);
     await scaler.tick();
     await until(async () => (await health(srv)).jobs.inProgress === 1, "a new worker running the job");
-    const fresh = seen().filter((w) => !first.some((f) => f.pid === w.pid));
+    const fresh = seen(srv).filter((w) => !first.some((f) => f.pid === w.pid));
     expect(fresh.length).toBe(1);
     expect(["0", "1"]).toContain(fresh[0]!.cuda!);
     await srv.json("POST", `/v2/ep/cancel/${last}`);
@@ -68,12 +61,12 @@ describe("GPU placement with a fake device list", () => {
       endpoints: { ep: { handler: GPU, gpuMemoryMb: 10_000, options: { device: "cuda" }, idleTimeout: 1, scalerType: "REQUEST_COUNT", scalerValue: 1, workersMax: 3, rateLimits: { status: { requests: 1_000_000 } } } },
     });
     const scaler = srv.server.scaler;
-    const before = new Set(seen().map((w) => w.pid));
+    const before = new Set(seen(srv).map((w) => w.pid));
     const ids = [await submit(srv), await submit(srv), await submit(srv)];
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(2);
     await until(async () => (await health(srv)).jobs.inProgress === 2, "two workers running jobs");
-    expect(seen().filter((w) => !before.has(w.pid)).map((w) => w.cuda)).toEqual(["0", "0"]);
+    expect(seen(srv).filter((w) => !before.has(w.pid)).map((w) => w.cuda)).toEqual(["0", "0"]);
     const message = "1 worker waits for a free GPU: each needs 1 GPU with 10000 MiB, and none of the 1 GPUs here has room";
     expect((await health(srv)).scaleUpHeld).toEqual({ reason: "gpu", workers: 1, message });
     expect(await heldMetric(srv)).toBe(1);

@@ -44,9 +44,9 @@ describe("scaler with local worker processes", () => {
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(3);
     expect((await health(srv)).workers.initializing).toBe(3);
-    // The workers hold a worker key of this server's own, limited to the scaled endpoints.
-    const keys = (await srv.store.listKeys()).filter((k) => k.name.startsWith("scaler-"));
-    expect(keys.map((k) => ({ scope: k.scope, endpoints: k.endpoints, revoked: k.revokedAt }))).toEqual([{ scope: "worker", endpoints: ["ep"], revoked: undefined }]);
+    // Each worker holds a key of its own, kept in the server's memory: none is stored.
+    expect(srv.server.workerKeys.size).toBe(3);
+    expect((await srv.store.listKeys()).map((k) => k.name)).toEqual(["test"]);
     gate.open();
     await until(async () => (await health(srv)).jobs.inProgress === 3, "3 workers running jobs");
     expect((await health(srv)).workers).toEqual({ idle: 0, running: 3, initializing: 0, unhealthy: 0 });
@@ -67,6 +67,8 @@ describe("scaler with local worker processes", () => {
     expect((await health(srv)).workers.idle).toBe(0);
     await until(async () => (await health(srv)).workers.stopping === undefined, "the workers to exit");
     expect((await health(srv)).workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
+    // Their keys ended with them.
+    expect(srv.server.workerKeys.size).toBe(0);
   });
 
   test("lowPriority jobs never cause a scale-up; a normal job does, and the worker runs both", async () => {

@@ -6,8 +6,6 @@ import { until } from "../../helpers/until.ts";
 
 const STUCK = resolve(import.meta.dir, "../../fixtures/stuck-fixture.ts");
 const pids = stuckPids();
-// Worker processes inherit the server's environment: the fixture leaves its pid here.
-process.env.STUCK_PIDS_DIR = pids.dir;
 afterAll(() => pids[Symbol.dispose]());
 
 // The server imports the handler too (input schemas): its own pid is not a worker.
@@ -18,7 +16,7 @@ async function stuckServer(): Promise<TestServer> {
   return startTestServer({
     server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100, scaleIntervalMs: 100, killGraceMs: 500 },
     // The test reads status at every turn: far more than the specification's window allows.
-    endpoints: { ep: { handler: STUCK, workersMax: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } } } },
+    endpoints: { ep: { handler: STUCK, env: pids.env, workersMax: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } } } },
   });
 }
 
@@ -40,8 +38,9 @@ describe("a handler that never yields, on a worker the scaler started", () => {
       // A replacement takes the next job; still one process at a time.
       const [, next] = await srv.json("POST", "/v2/ep/runsync", { input: { mode: "quick" } });
       expect(next.status).toBe("COMPLETED");
-      expect(next.output.pid).not.toBe(stuckPid);
-      expect(livePids()).toEqual([next.output.pid]);
+      const replacement = livePids();
+      expect(replacement).toHaveLength(1);
+      expect(replacement).not.toContain(stuckPid);
     }, 90_000);
   }
 });
