@@ -71,7 +71,7 @@ export class OwnedWorker {
       const reading = readJsonLines(Bun.file(fd).stream(), this.#message);
       // The owner's end of the channel is closed with the worker: a server that restarts
       // workers all day keeps no descriptor per worker it ever ran.
-      void proc.exited
+      this.closed = proc.exited
         .then(() => Promise.race([reading, Bun.sleep(CHANNEL_DRAIN_MS)]))
         .then(() => {
           try {
@@ -80,8 +80,13 @@ export class OwnedWorker {
             // closed already
           }
         });
+    } else {
+      this.closed = proc.exited.then(() => {});
     }
   }
+
+  /** Resolves once the process is gone and the owner's end of its watch channel is closed. */
+  readonly closed: Promise<void>;
 
   /** The worker id the process said hello with; undefined until it has. */
   get workerId(): string | undefined {

@@ -60,11 +60,13 @@ export function bubblewrapCommand(command: string[], spec: SandboxSpec): string[
   const args = [Bun.which("bwrap") ?? "bwrap", ...baseArgs()];
   for (const path of spec.hidden) {
     if (!existsSync(path)) continue;
-    // A folder becomes an empty one; a file reads as empty.
+    // A folder becomes an empty one; a file cannot be opened.
     if (statSync(path).isDirectory()) args.push("--tmpfs", path);
     else args.push("--ro-bind", "/dev/null", path);
   }
   for (const path of spec.writable) args.push("--bind", path, path);
+  // The empty folders are read-only too, once the writable folders inside them are mounted.
+  for (const path of spec.hidden) if (existsSync(path) && statSync(path).isDirectory()) args.push("--remount-ro", path);
   for (const path of spec.devices) if (existsSync(path)) args.push("--dev-bind", path, path);
   return [...args, "--", ...command];
 }

@@ -26,6 +26,8 @@ export interface TestServerOptions {
   resolver?: Resolver;
   /** The store to serve (closed with the server); a fresh SQLite store in the temp dir by default. */
   store?: Store;
+  /** The config file the server says it was read from (its workers must not read it). */
+  configFile?: string;
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -68,6 +70,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     // Tests that are not about limits read /requests freely; the limit tests set their own.
     endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
   });
+  if (options.configFile) config.configFile = options.configFile;
   const store =
     options.store ??
     (await createStore(dataDir, {

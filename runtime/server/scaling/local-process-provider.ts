@@ -73,7 +73,7 @@ export class LocalProcessProvider implements WorkerProvider {
       // Gone when its process tree is; a helper that kept the error pipe open does not hold it.
       // Ended for its deadline or a cancel: replaced at once, like a worker that asked to be.
       exited: proc.exited.then(async (code) => {
-        await Promise.race([copied, Bun.sleep(STDERR_DRAIN_MS)]);
+        await Promise.all([Promise.race([copied, Bun.sleep(STDERR_DRAIN_MS)]), owned.closed]);
         return watchdog.fired ? EXIT_REPLACE : code;
       }),
       stop: (graceMs) => owned.stop(graceMs),
