@@ -26,6 +26,11 @@ export interface TestServerOptions {
   resolver?: Resolver;
   /** The store to serve (closed with the server); a fresh SQLite store in the temp dir by default. */
   store?: Store;
+  /**
+   * Whether webhooks to loopback are allowed, so the tests' receivers are reached; false leaves
+   * the webhook settings at the server's defaults. @default true
+   */
+  loopbackWebhooks?: boolean;
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -62,7 +67,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       // Housekeeping runs when a test calls sweep(), after moving its clock.
       sweepIntervalMs: 3_600_000,
       // Test receivers listen on loopback.
-      webhookAllow: ["127.0.0.1", "::1"],
+      ...(options.loopbackWebhooks === false ? {} : { webhookAllow: ["127.0.0.1", "::1"] }),
       ...options.server,
     },
     // Tests that are not about limits read /requests freely; the limit tests set their own.
