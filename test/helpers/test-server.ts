@@ -28,6 +28,11 @@ export interface TestServerOptions {
   store?: Store;
   /** The config file the server says it was read from (its workers must not read it). */
   configFile?: string;
+  /**
+   * Whether webhooks to loopback are allowed, so the tests' receivers are reached; false leaves
+   * the webhook settings at the server's defaults. @default true
+   */
+  loopbackWebhooks?: boolean;
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -64,7 +69,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       // Housekeeping runs when a test calls sweep(), after moving its clock.
       sweepIntervalMs: 3_600_000,
       // Test receivers listen on loopback.
-      webhookAllow: ["127.0.0.1", "::1"],
+      ...(options.loopbackWebhooks === false ? {} : { webhookAllow: ["127.0.0.1", "::1"] }),
       ...options.server,
     },
     // Tests that are not about limits read /requests freely; the limit tests set their own.

@@ -164,7 +164,13 @@ describe("several servers on one Redis", () => {
       const held = await Promise.all(servers.map(async (s) => /^spool_duties_lease_held 1$/m.test(await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text())));
       return held.flatMap((h, i) => (h ? [i] : []));
     };
-    const [first] = await until(async () => ((await holders()).length === 1 ? await holders() : undefined), "exactly one server holding the lease");
+    // One read of every server's metrics, returned only when it shows exactly one holder (a
+    // second read could show another state than the one checked).
+    const oneHolder = async () => {
+      const held = await holders();
+      return held.length === 1 ? held : undefined;
+    };
+    const [first] = await until(oneHolder, "exactly one server holding the lease");
     let holder = await leaseHolder();
     expect(holder).not.toBeNull();
     // A worker takes a job on server C and goes silent: the lease holder re-queues the job.
@@ -177,7 +183,7 @@ describe("several servers on one Redis", () => {
     dead.proc.proc.kill(9);
     await dead.proc.proc.exited;
     await until(async () => (await leaseHolder()) !== holder, "the lease to pass from the dead holder");
-    expect(await until(async () => ((await holders()).length === 1 ? await holders() : undefined), "exactly one of the servers left holding the lease")).toHaveLength(1);
+    expect(await until(oneHolder, "exactly one of the servers left holding the lease")).toHaveLength(1);
     holder = await leaseHolder();
 
     // Kill every server with SIGKILL, restart them: the state is in Redis; a new holder appears.

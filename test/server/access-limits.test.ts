@@ -10,6 +10,7 @@ import { isPrivateAddress } from "../../runtime/server/webhooks/webhook-address.
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
+import { startReceiver } from "../helpers/webhook-receiver.ts";
 
 // Access control (key scopes and endpoint restrictions), the per-operation rate limits, the 429
 // backpressure rule, webhookBlockPrivate, and that secrets stay out of logs and responses.
@@ -458,9 +459,27 @@ describe("webhookBlockPrivate", () => {
     expect(await health(srv)).toEqual({ jobs: { ...NO_JOBS, inQueue: 1 }, workers: NO_WORKERS });
   });
 
-  test("off by default: a loopback webhook is accepted", async () => {
-    await using srv = await startTestServer();
-    expect((await send(srv, "POST", "/v2/echo/run", { input: {}, webhook: "http://127.0.0.1:9/x" })).status).toBe(200);
+  test("on by default: with no webhook settings a loopback receiver is 400 naming webhook, nothing is queued or called", async () => {
+    await using receiver = startReceiver();
+    await using srv = await startTestServer({ loopbackWebhooks: false });
+    for (const route of ["run", "runsync?wait=1000"]) {
+      expect({ route, ...(await send(srv, "POST", `/v2/echo/${route}`, { input: {}, webhook: receiver.url })) }).toEqual({
+        route,
+        ...refusal(400, ["webhook"]),
+      });
+    }
+    expect(await health(srv)).toEqual({ jobs: NO_JOBS, workers: NO_WORKERS });
+    expect(receiver.calls).toEqual([]);
+  });
+
+  test("a loopback receiver named in webhookAllow is accepted and queued", async () => {
+    await using srv = await startTestServer({ loopbackWebhooks: false, server: { webhookAllow: ["127.0.0.1"] } });
+    expect(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook: "http://127.0.0.1:9/x" })).toEqual({
+      status: 200,
+      body: { id: expect.any(String), status: "IN_QUEUE" },
+      retryAfter: null,
+    });
+    expect(await health(srv)).toEqual({ jobs: { ...NO_JOBS, inQueue: 1 }, workers: NO_WORKERS });
   });
 
   test("an IPv4-mapped IPv6 literal of a private address is refused", async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
+import { ManualClock } from "../../../runtime/clock.ts";
 import { startTestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 import { startTextServer, TEXT_HANDLER, type TextServer } from "./text-server.ts";
@@ -153,7 +154,9 @@ describe("errors in OpenAI's shape", () => {
   });
 
   test("/compat counts against the endpoint's openai rate limit; 429 in OpenAI's shape", async () => {
+    // A clock that never moves: all three requests fall in one window however slow the machine.
     await using srv = await startTestServer({
+      clock: new ManualClock(),
       server: { scaleIntervalMs: 3_600_000 },
       endpoints: { text: { handler: TEXT_HANDLER, workersMax: 0, rateLimits: { openai: { requests: 2 } } } },
     });

@@ -5,6 +5,7 @@ import { chaosSeed, spoolCluster, type SpoolProcess, type StoreKind } from "./sp
 
 // kill -9 of a server while clients submit and workers take and finish jobs: every job whose
 // /run was answered 200 must survive and complete exactly once, whatever was cut off mid-request.
+// The plan comes from a fixed seed unless SPOOL_CHAOS_SEED gives another.
 
 const CONFIG = `
 [server]
@@ -16,11 +17,16 @@ sweepIntervalMs = 100
 `;
 const CLIENTS = 4;
 const WORKERS = 3;
+/** What the test is for: a kill that cuts off a submission and a result the server was given. */
+const CASE = ["run", "job-done"];
+/** Kills before the test gives up on meeting CASE, and accepted jobs before it gives up on arming. */
+const MAX_KILLS = 10;
+const MAX_ACCEPTED = 500;
 
 interface Tally {
   /** id -> the n it was submitted with, for every /run answered 200. */
   accepted: Map<string, number>;
-  /** Requests cut off by the kill (no answer), by kind: run, job-take, job-stream, job-done, ping. */
+  /** Requests cut off by a kill (no answer), by kind: run, job-take, job-stream, job-done, ping. */
   cutOff: Record<string, number>;
   /** Answers other than 200 (and 204 to a take), as "METHOD path-kind STATUS". */
   otherAnswers: string[];
@@ -39,37 +45,52 @@ async function chaosRun(kind: StoreKind, servers: number) {
   const { key, nodes } = cluster;
   const tally: Tally = { accepted: new Map(), cutOff: {}, otherAnswers: [], takenAfterDone: [] };
   const done = new Set<string>();
-  /** Requests sent to the victim and not yet answered. */
-  let victimInFlight = 0;
-  let inFlightAtKill = -1;
+  /** Requests sent to the victim and not yet answered, by kind. */
+  const victimInFlight: Record<string, number> = {};
+  const inFlight = () => Object.values(victimInFlight).reduce((a, b) => a + b, 0);
+  const inFlightAtKills: Record<string, number>[] = [];
+  const met = () => CASE.every((route) => (tally.cutOff[route] ?? 0) > 0);
   let armed = false;
+  /** Set once a kill met CASE, or MAX_KILLS did not: the clients may then stop. */
+  let settled = false;
   let chaos: Promise<void> | undefined;
   let stopClients = false;
   let stopWorkers = false;
 
-  // Once armed, the kill comes when the victim holds at least two unanswered requests.
+  // Once armed, the kill comes when the victim holds a submission and a result unanswered. When
+  // it cut off no request of one of those kinds (each may have been answered first), it is armed
+  // again, so that a run that never met its case fails instead of passing.
   const killMidFlight = () => {
-    chaos ??= (async () => {
-      inFlightAtKill = victimInFlight;
+    armed = false;
+    inFlightAtKills.push({ ...victimInFlight });
+    chaos = (async () => {
       await nodes[victim]!.kill9();
+      // Every request sent before the kill has now failed or been answered; no new one is sent
+      // to the victim until it is up again.
+      await until(() => inFlight() === 0, "the requests in flight at the kill to end");
       await nodes[victim]!.restart();
+      if (met() || inFlightAtKills.length === MAX_KILLS) settled = true;
+      else armed = true;
     })();
   };
 
   /** One request to a node; undefined when the kill cut it off (after which the node is up again). */
   async function call(node: SpoolProcess, method: string, path: string, auth: string, body?: unknown): Promise<Response | undefined> {
     await node.up;
+    const route = path.split("/")[3]!;
     const answer = fetch(`${node.url}${path}`, { method, headers: { authorization: auth }, body: body === undefined ? undefined : JSON.stringify(body) });
     const onVictim = node === nodes[victim];
-    if (onVictim && ++victimInFlight >= 2 && armed) killMidFlight();
+    if (onVictim) {
+      victimInFlight[route] = (victimInFlight[route] ?? 0) + 1;
+      if (armed && CASE.every((r) => victimInFlight[r])) killMidFlight();
+    }
     try {
       return await answer;
     } catch {
-      const route = path.split("/")[3]!;
       tally.cutOff[route] = (tally.cutOff[route] ?? 0) + 1;
       return undefined;
     } finally {
-      if (onVictim) victimInFlight--;
+      if (onVictim) victimInFlight[route]!--;
     }
   }
 
@@ -85,7 +106,7 @@ async function chaosRun(kind: StoreKind, servers: number) {
       }
       tally.accepted.set(body.id, n);
       if (tally.accepted.size === killAfter) armed = true;
-      if (tally.accepted.size >= target && chaos) stopClients = true;
+      if ((tally.accepted.size >= target && settled) || tally.accepted.size >= MAX_ACCEPTED) stopClients = true;
     }
   }
 
@@ -120,6 +141,8 @@ async function chaosRun(kind: StoreKind, servers: number) {
   const workers = Array.from({ length: WORKERS }, (_, i) => worker(i));
   await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)));
   await chaos;
+  // The case happened: some kill cut off a submission and a result.
+  expect({ kills: inFlightAtKills.length, met: met(), cutOff: tally.cutOff }).toMatchObject({ met: true });
 
   const status = async (id: string) => {
     const node = nodes[0]!;
@@ -135,7 +158,7 @@ async function chaosRun(kind: StoreKind, servers: number) {
   stopWorkers = true;
   await Promise.all(workers);
   console.log(
-    `${kind}: ${tally.accepted.size} jobs accepted, server ${victim} of ${servers} killed after ${killAfter} accepted with ${inFlightAtKill} requests in flight to it; cut off: ${JSON.stringify(tally.cutOff)}`,
+    `${kind}: ${tally.accepted.size} jobs accepted, server ${victim} of ${servers} killed ${inFlightAtKills.length} time(s) from ${killAfter} accepted on, with these requests in flight to it: ${JSON.stringify(inFlightAtKills)}; cut off: ${JSON.stringify(tally.cutOff)}`,
   );
 
   // Every accepted job completed with its own result.

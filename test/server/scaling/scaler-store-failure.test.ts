@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { MemoryLog } from "../../../runtime/log.ts";
 import { LocalProcessProvider } from "../../../runtime/server/scaling/local-process-provider.ts";
@@ -21,22 +22,38 @@ class KeptProvider extends LocalProcessProvider {
   }
 }
 
-test("a worker that exits while Redis does not answer (the store fails inside the scaler's exit path) is logged, and the server goes on answering", async () => {
+/** A port nothing listens on (taken, then let go). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+// The store is made to fail by turning Redis into a read-only replica (as a failover does to the
+// old primary), which refuses every write at once: no reply timeout decides when the failure
+// comes, however loaded the machine.
+test("a worker that exits while Redis refuses writes (the store fails inside the scaler's exit path) is logged, and the server goes on answering", async () => {
   await using redis = await startOwnRedis();
-  const store = await RedisStore.connect(redis.url, { retention: RETENTION }, "{exitpath}:", 300);
+  const store = await RedisStore.connect(redis.url, { retention: RETENTION }, "{exitpath}:");
   const log = new MemoryLog();
   const provider = new KeptProvider();
   await using srv = await startTestServer({ store, log, provider, server: { scaleIntervalMs: 3_600_000 }, endpoints: { ep: { handler: HOLD, workersMin: 1 } } });
   await until(() => provider.handles.length === 1, "the scaler to start the floor's worker");
-  redis.proc.kill("SIGSTOP");
+  // Seen by the store (it has asked for work), so that forgetting it is a write.
+  await until(async () => (await srv.json("GET", "/v2/ep/health"))[1].workers.idle === 1, "the worker to ask for work");
+  const admin = new Bun.RedisClient(redis.url);
+  await admin.send("REPLICAOF", ["127.0.0.1", String(await closedPort())]);
   try {
     provider.handles[0]!.kill();
     await provider.handles[0]!.exited;
     await until(() => log.lines.some((l) => l.includes("could not forget an ended worker")), "the failure to be logged");
   } finally {
-    redis.proc.kill("SIGCONT");
+    await admin.send("REPLICAOF", ["NO", "ONE"]);
+    admin.close();
   }
-  await until(async () => (await srv.call("GET", "/v2/ep/health")).status === 200, "the server to answer once Redis does");
+  await until(async () => (await srv.call("GET", "/v2/ep/health")).status === 200, "the server to answer once Redis takes writes again");
   const line = JSON.parse(log.lines.find((l) => l.includes("could not forget an ended worker"))!);
-  expect(line).toMatchObject({ level: "warn", endpointId: "ep", error: "StoreUnavailableError: Redis did not answer within 300 ms" });
+  expect(line).toMatchObject({ level: "warn", endpointId: "ep", error: "StoreUnavailableError: Redis is a read-only replica (after a failover?)" });
 });
