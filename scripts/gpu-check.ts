@@ -44,7 +44,7 @@ if (gpus.length === 0) {
   process.exit(0);
 }
 const WORKERS = Math.min(2, gpus.length);
-console.log(`gpu-check: ${gpus.length} GPU(s): ${gpus.map((g) => `${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}; ${WORKERS} cuda worker(s) per model`);
+console.log(`gpu-check: ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index === undefined ? "" : `${g.index}: `}${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}; ${WORKERS} cuda worker(s) per model`);
 
 const tmp = makeTempDir("spool-gpu-check-");
 let server: SpoolProcess | undefined;

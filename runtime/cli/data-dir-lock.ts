@@ -1,7 +1,7 @@
-import { Database } from "bun:sqlite";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "../config/config.ts";
+import { tryFileLock } from "../file-lock.ts";
 
 /** The lock file (an SQLite file held in an exclusive transaction) and the holder's pid beside it. */
 const LOCK_FILE = "serve.lock";
@@ -9,23 +9,16 @@ const PID_FILE = "serve.pid";
 
 /**
  * Takes the exclusive lock of a data directory for one server, or throws a ConfigError naming the
- * server that holds it. SQLite's file lock is the kernel's (fcntl on Unix, LockFileEx on Windows):
- * it goes with the process, so a killed server never blocks its own restart, and it works the
- * same in a compiled binary. `spool keys` and `spool usage` do not take it.
+ * server that holds it. The lock is the kernel's (tryFileLock): it goes with the process, so a
+ * killed server never blocks its own restart, and it works the same in a compiled binary.
+ * `spool keys` and `spool usage` do not take it.
  */
 export function lockDataDir(dir: string): { release(): void } {
   mkdirSync(dir, { recursive: true });
-  const db = new Database(join(dir, LOCK_FILE));
-  try {
-    db.run("PRAGMA locking_mode = EXCLUSIVE");
-    db.run("BEGIN EXCLUSIVE");
-  } catch (err) {
-    db.close();
-    if ((err as { code?: string }).code !== "SQLITE_BUSY") throw err;
-    throw new ConfigError(`data directory ${dir} is in use by another spool serve (pid ${holderPid(dir)}): stop it, or give this one its own --data`);
-  }
+  const lock = tryFileLock(join(dir, LOCK_FILE));
+  if (!lock) throw new ConfigError(`data directory ${dir} is in use by another spool serve (pid ${holderPid(dir)}): stop it, or give this one its own --data`);
   writeFileSync(join(dir, PID_FILE), `${process.pid}\n`);
-  return { release: () => db.close() };
+  return lock;
 }
 
 function holderPid(dir: string): string {

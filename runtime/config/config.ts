@@ -3,7 +3,7 @@ import { z } from "zod";
 import { LIMITS, LONG_POLL_MAX_MS, RATE_LIMITS, type RateLimitedOperation } from "../protocol/limits.ts";
 import { describeIssues, s3ConfigSchema } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
-import { detectGpus, gpuCapacity, gpusSchema, type GpuDevice, type GpuNeed } from "./gpus.ts";
+import { detectGpus, gpuCapacity, gpuLabel, gpusSchema, namesIndexes, resolveGpus, type GpuDevice, type GpuNeed } from "./gpus.ts";
 
 const opLimit = (op: RateLimitedOperation) =>
   z
@@ -104,9 +104,14 @@ export const serverConfigSchema = z.strictObject({
   data: z.string().default(".data"),
   /**
    * GPUs the scaler places workers on: ids ("0", a UUID) or { id, memoryMb }.
-   * @default the NVIDIA GPUs nvidia-smi lists, with their memory (looked up at config load, only when an endpoint needs GPUs); none without it
+   * @default the NVIDIA GPUs nvidia-smi lists, by UUID, with their memory (looked up at config load, only when an endpoint needs GPUs); none without it
    */
   gpus: gpusSchema.optional(),
+  /**
+   * Folder of the per-GPU lock files through which the servers on one host never hand out the same
+   * card. @default /run/spool/gpus where this server can write, else .spool-gpus beside the data directory
+   */
+  gpuLockDir: z.string().min(1).optional(),
   /** Store URL: redis://host:port for several servers on one Redis; the embedded store under `data` when unset. */
   store: z.string().optional(),
   /** Longest an empty job-take is held open before 204 (the worker waits up to 90 s). @default 20000 */
@@ -223,7 +228,7 @@ const isModelEndpoint = (endpoint: Pick<EndpointConfig, "options">): boolean => 
 
 /** How parseConfig learns the machine's GPUs. */
 export interface MachineOptions {
-  /** Lists the GPUs when server.gpus is unset and an endpoint needs them. @default nvidia-smi */
+  /** Lists the GPUs when an endpoint needs them and server.gpus is unset or names a card by index. @default nvidia-smi */
   detectGpus?: () => GpuDevice[];
   /**
    * Whether the config is for a server that starts workers here: its GPUs are looked up and an
@@ -241,12 +246,14 @@ export interface MachineOptions {
 function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string, machine: MachineOptions): Config {
   const serving = machine.serving ?? true;
   const placed = Object.entries(parsed.endpoints).filter(([, ep]) => startsWorkers(parsed, ep) && gpuNeed(ep).gpus > 0);
-  const gpus = parsed.server.gpus ?? (placed.length && serving ? (machine.detectGpus ?? detectGpus)() : []);
+  const detect = () => (placed.length && serving ? (machine.detectGpus ?? detectGpus)() : []);
+  const configured = parsed.server.gpus;
+  const gpus = !configured ? detect() : namesIndexes(configured) ? resolveGpus(configured, detect()) : configured;
   for (const [id, ep] of serving ? placed : []) {
     const need = gpuNeed(ep);
     if (gpuCapacity(gpus, need) > 0) continue;
     const what = `each worker needs ${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB free` : ""}${ep.gpusPerWorker === undefined ? ' (options.device = "cuda")' : ""}`;
-    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${g.id} (${g.memoryMb} MiB)` : g.id)).join(", ")}` : parsed.server.gpus ? "server.gpus lists none" : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
+    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${gpuLabel(g)} (${g.memoryMb} MiB)` : gpuLabel(g))).join(", ")}` : parsed.server.gpus ? "server.gpus lists none" : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
     throw new ConfigError(`${source}: endpoints.${id}: ${what}, and ${have}: set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"`);
   }
   const endpoints = parsed.endpoints as Record<string, EndpointConfig>;

@@ -1,12 +1,19 @@
 import { z } from "zod";
 
-/** One GPU the scaler may place workers on; memoryMb unknown means it holds one worker at a time. */
+/**
+ * One GPU the scaler may place workers on; memoryMb unknown means it holds one worker at a time.
+ * `id` is what a worker is given in CUDA_VISIBLE_DEVICES and what a server locks on the host: the
+ * card's UUID (`GPU-…`) whenever nvidia-smi names it.
+ */
 export interface GpuDevice {
   id: string;
+  /** nvidia-smi's index of the card, where known (for messages). */
+  index?: string;
   memoryMb?: number;
 }
 
-const gpuId = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "must be a GPU index or UUID");
+const ID = /^[A-Za-z0-9-]{1,64}$/;
+const gpuId = z.string().regex(ID, "must be a GPU index or UUID");
 
 /** `server.gpus`: plain ids, or `{ id, memoryMb }` where small models are to share a card. */
 export const gpusSchema = z.array(
@@ -14,29 +21,52 @@ export const gpusSchema = z.array(
 );
 
 /** The query whose answer parseNvidiaSmi reads. */
-export const NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"];
+export const NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=uuid,index,memory.total", "--format=csv,noheader,nounits"];
 
-/** Lines of `index, memory.total` (MiB, no units) as devices; lines that do not parse are skipped. */
+/** Lines of `uuid, index, memory.total` (MiB, no units) as devices; lines that do not parse are skipped. */
 export function parseNvidiaSmi(text: string): GpuDevice[] {
   const devices: GpuDevice[] = [];
   for (const line of text.split("\n")) {
-    const [id, memory] = line.split(",").map((s) => s.trim());
-    if (!id || !/^[A-Za-z0-9-]{1,64}$/.test(id)) continue;
+    const [uuid, index, memory] = line.split(",").map((s) => s.trim());
+    if (!uuid || !/^GPU-[0-9A-Fa-f-]{1,60}$/.test(uuid) || !index || !/^\d+$/.test(index)) continue;
     const memoryMb = Number(memory);
-    devices.push(Number.isInteger(memoryMb) && memoryMb > 0 ? { id, memoryMb } : { id });
+    devices.push(Number.isInteger(memoryMb) && memoryMb > 0 ? { id: uuid, index, memoryMb } : { id: uuid, index });
   }
   return devices;
 }
 
-/** The NVIDIA GPUs this machine has, with their memory; none when nvidia-smi is missing or fails. */
-export function detectGpus(): GpuDevice[] {
+/**
+ * The NVIDIA GPUs this machine has, with their memory; none when nvidia-smi is missing or fails.
+ * `env` is the environment it runs in (its PATH finds nvidia-smi).
+ */
+export function detectGpus(env: Record<string, string | undefined> = process.env): GpuDevice[] {
   try {
-    const r = Bun.spawnSync(NVIDIA_SMI_QUERY, { stdout: "pipe", stderr: "ignore" });
+    const r = Bun.spawnSync(NVIDIA_SMI_QUERY, { env, stdout: "pipe", stderr: "ignore" });
     return r.exitCode === 0 ? parseNvidiaSmi(r.stdout.toString()) : [];
   } catch {
     return [];
   }
 }
+
+/** `server.gpus` names a card by nvidia-smi's index somewhere: only the machine can tell its UUID. */
+export const namesIndexes = (configured: readonly GpuDevice[]): boolean => configured.some((d) => /^\d+$/.test(d.id));
+
+/**
+ * `server.gpus` with each card named by index or UUID that the machine lists given as its UUID and
+ * index (so workers get the card meant whatever CUDA's own order, and every server on the host
+ * locks the same card by the same name); the memory stays as configured. Ids the machine does not
+ * list stay as written.
+ */
+export function resolveGpus(configured: readonly GpuDevice[], machine: readonly GpuDevice[]): GpuDevice[] {
+  return configured.map((d) => {
+    const found = machine.find((m) => m.id === d.id || m.index === d.id);
+    if (!found) return d;
+    return { ...d, id: found.id, ...(found.index === undefined ? {} : { index: found.index }) };
+  });
+}
+
+/** How messages name a card: its index where known, else its id. */
+export const gpuLabel = (d: GpuDevice): string => d.index ?? d.id;
 
 /** What one worker of an endpoint takes: whole devices, or a share of each device's memory. */
 export interface GpuNeed {

@@ -10,17 +10,11 @@ const query = (args: string[]): string[] => {
   }
 };
 
-/** The GPU index of each UUID. */
-export function gpuIndexes(): Map<string, string> {
-  return new Map(query(["--query-gpu=index,uuid"]).map((l) => l.split(",").map((s) => s.trim()) as [string, string]).map(([i, u]) => [u, i]));
-}
-
-/** The processes that hold GPU memory now: pid, GPU index, MiB. */
+/** The processes that hold GPU memory now: pid, GPU UUID (as workers are given theirs), MiB. */
 export function computeApps(): { pid: number; gpu: string; usedMb: number }[] {
-  const index = gpuIndexes();
   return query(["--query-compute-apps=pid,gpu_uuid,used_memory"]).map((l) => {
     const [pid, uuid, used] = l.split(",").map((s) => s.trim());
-    return { pid: Number(pid), gpu: index.get(uuid!) ?? uuid!, usedMb: Number(used) };
+    return { pid: Number(pid), gpu: uuid!, usedMb: Number(used) };
   });
 }
 

@@ -1,10 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { ConfigError, parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
-import { gpuCapacity, parseNvidiaSmi, type GpuDevice } from "../../runtime/config/gpus.ts";
+import { detectGpus, gpuCapacity, parseNvidiaSmi, type GpuDevice } from "../../runtime/config/gpus.ts";
+import { fakeNvidiaSmi, MIXED_CARDS } from "../helpers/fake-nvidia-smi.ts";
 
-// What `nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits` prints on a host
-// with two 80 GB cards.
-const TWO_H100 = "0, 81559\n1, 81559\n";
+// What `nvidia-smi --query-gpu=uuid,index,memory.total --format=csv,noheader,nounits` prints on a
+// host with two 80 GB cards.
+const A = "GPU-5d0c1e2f-3a4b-5c6d-7e8f-90a1b2c3d4e5";
+const B = "GPU-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+const TWO_H100 = `${A}, 0, 81559\n${B}, 1, 81559\n`;
 const H = "handlers/image/fast.ts";
 
 /** parseConfig with a fake device list, recording whether it was asked for. */
@@ -15,16 +18,32 @@ function load(raw: ConfigInput, devices: GpuDevice[] = parseNvidiaSmi(TWO_H100))
 }
 
 describe("GPUs at config load", () => {
-  test("nvidia-smi's answer becomes devices with their memory; lines that do not parse are skipped", () => {
-    expect(parseNvidiaSmi(TWO_H100)).toEqual([{ id: "0", memoryMb: 81559 }, { id: "1", memoryMb: 81559 }]);
-    expect(parseNvidiaSmi("0, [N/A]\n\nNVIDIA-SMI has failed, x\n2,24576")).toEqual([{ id: "0" }, { id: "2", memoryMb: 24576 }]);
+  test("nvidia-smi's answer becomes devices named by UUID, with their index and memory; lines that do not parse are skipped", () => {
+    expect(parseNvidiaSmi(TWO_H100)).toEqual([{ id: A, index: "0", memoryMb: 81559 }, { id: B, index: "1", memoryMb: 81559 }]);
+    expect(parseNvidiaSmi(`${A}, 0, [N/A]\n\nNVIDIA-SMI has failed, x\n0, 81559\n${B},2,24576`)).toEqual([{ id: A, index: "0" }, { id: B, index: "2", memoryMb: 24576 }]);
   });
 
-  test("server.gpus takes plain ids and { id, memoryMb } objects; the machine is not asked then", () => {
-    const { config, detected } = load({ server: { gpus: ["0", { id: "GPU-1f2e", memoryMb: 24576 }] }, endpoints: { img: { handler: H, options: { device: "cuda" } } } });
-    expect(config.server.gpus).toEqual([{ id: "0" }, { id: "GPU-1f2e", memoryMb: 24576 }]);
+  test("the query runs nvidia-smi from the PATH it is given: mixed cards keep their own UUID and memory, in index order", () => {
+    using smi = fakeNvidiaSmi(MIXED_CARDS);
+    expect(detectGpus({ PATH: smi.path })).toEqual([
+      { id: "GPU-c3a9e0f1-0000-4000-8000-000000000003", index: "0", memoryMb: 24576 },
+      { id: "GPU-1b7d2c44-0000-4000-8000-000000000001", index: "1", memoryMb: 81559 },
+      { id: "GPU-8e5f6a10-0000-4000-8000-000000000002", index: "2", memoryMb: 40960 },
+    ]);
+    expect(detectGpus({ PATH: "/nonexistent" })).toEqual([]);
+  });
+
+  test("server.gpus takes UUIDs and { id, memoryMb } objects without asking the machine", () => {
+    const { config, detected } = load({ server: { gpus: [A, { id: "GPU-1f2e", memoryMb: 24576 }] }, endpoints: { img: { handler: H, options: { device: "cuda" } } } });
+    expect(config.server.gpus).toEqual([{ id: A }, { id: "GPU-1f2e", memoryMb: 24576 }]);
     expect(detected).toBe(0);
     expect(() => parseConfig({ server: { gpus: [{ id: "0", memoryMb: 0 }] } }, "spool.toml")).toThrow("spool.toml: server.gpus.0");
+  });
+
+  test("a card that server.gpus names by index is handed out by the UUID the machine gives it; its memory stays as configured, and an index the machine lacks stays as written", () => {
+    const { config, detected } = load({ server: { gpus: [{ id: "1", memoryMb: 40_000 }, "7"] }, endpoints: { img: { handler: H, options: { device: "cuda" } } } });
+    expect(config.server.gpus).toEqual([{ id: B, index: "1", memoryMb: 40_000 }, { id: "7" }]);
+    expect(detected).toBe(1);
   });
 
   test("the machine's GPUs are looked up only when an endpoint whose workers this server starts needs them", () => {

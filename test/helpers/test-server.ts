@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ManualClock, systemClock, type Clock } from "../../runtime/clock.ts";
 import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
+import type { GpuDevice } from "../../runtime/config/gpus.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
@@ -33,6 +34,8 @@ export interface TestServerOptions {
    * the webhook settings at the server's defaults. @default true
    */
   loopbackWebhooks?: boolean;
+  /** The GPUs the machine lists (nvidia-smi at config load); none by default, whatever this machine has. */
+  detectGpus?: () => GpuDevice[];
 }
 
 export interface TestServer extends AsyncDisposable {
@@ -70,11 +73,13 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       sweepIntervalMs: 3_600_000,
       // Test receivers listen on loopback.
       ...(options.loopbackWebhooks === false ? {} : { webhookAllow: ["127.0.0.1", "::1"] }),
+      // GPU locks of this server alone, unless a test shares a folder between servers.
+      gpuLockDir: join(dataDir, "gpu-locks"),
       ...options.server,
     },
     // Tests that are not about limits read /requests freely; the limit tests set their own.
     endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
-  });
+  }, "config", { detectGpus: options.detectGpus ?? (() => []) });
   if (options.configFile) config.configFile = options.configFile;
   const store =
     options.store ??

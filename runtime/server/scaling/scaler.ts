@@ -7,6 +7,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import { topics } from "../store/store-events.ts";
 import { fleetOf, othersKept } from "./fleet.ts";
+import { GpuLocks, gpuLockDir } from "./gpu-locks.ts";
 import { GpuPlacement, gpuEnv, type GpuGrant } from "./gpu-placement.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
 import { newWorkerId } from "./worker-id.ts";
@@ -61,7 +62,8 @@ export class Scaler {
     this.#serverId = serverId;
     this.#provider = provider;
     // Known since config load, which refused any endpoint whose worker can never be placed.
-    this.#gpus = new GpuPlacement(deps.config.server.gpus);
+    // Locked per card, so that other servers on this host never place a worker on the same one.
+    this.#gpus = new GpuPlacement(deps.config.server.gpus, new GpuLocks(() => gpuLockDir(deps.config.server), deps.log));
     for (const [id, ep] of Object.entries(deps.config.endpoints)) {
       if (startsWorkers(deps.config, ep)) this.#endpoints.set(id, { workers: new Map(), crashes: 0, notBefore: 0 });
     }
@@ -207,8 +209,10 @@ export class Scaler {
     }
     const need = gpuNeed(config);
     const each = `${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB` : ""}`;
-    const message = `${workers} worker${workers > 1 ? "s wait" : " waits"} for a free GPU: each needs ${each}, and none of the ${this.#gpus.devices.length} GPUs here has room`;
-    if (!state.held) this.#deps.log.warn("scale-up waits for a free GPU", { endpointId, workers, ...need, gpus: this.#gpus.devices.length, free: this.#gpus.free });
+    const elsewhere = this.#gpus.heldElsewhere;
+    const others = elsewhere ? ` (${elsewhere} in use by another server on this host)` : "";
+    const message = `${workers} worker${workers > 1 ? "s wait" : " waits"} for a free GPU: each needs ${each}, and none of the ${this.#gpus.devices.length} GPUs here has room${others}`;
+    if (!state.held) this.#deps.log.warn("scale-up waits for a free GPU", { endpointId, workers, ...need, gpus: this.#gpus.devices.length, free: this.#gpus.free, elsewhere });
     state.held = { reason: "gpu", workers, message };
   }
 
@@ -221,6 +225,8 @@ export class Scaler {
     const gpus = grant.ids;
     const workerId = newWorkerId(endpointId);
     const keys = this.#deps.workerKeys!;
+    // A provider that throws started nothing: its GPUs go back as the scope ends.
+    using unstarted = this.#gpus.returnUnlessKept(grant);
     const handle = this.#provider.start({
       endpointId,
       workerId,
@@ -235,12 +241,15 @@ export class Scaler {
       scratchDir: endpointScratchDir(this.#deps.config.server.data, endpointId),
       usesGpus: need.gpus > 0,
     });
+    unstarted.keep();
     const managed: Managed = { endpointId, handle, startedAt: clock.now(), stopping: false, seen: false };
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
     log.info("started worker", { endpointId, workerId, ...(need.gpus > 0 ? { gpus } : {}) });
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
+      // Its GPUs are free at once, not after the store has answered (which may take long).
+      this.#gpus.release(grant);
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
       // so health never counts it idle in between; a store that cannot answer now only delays
@@ -249,7 +258,6 @@ export class Scaler {
       await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       state.workers.delete(workerId);
       this.#byId.delete(workerId);
-      this.#gpus.release(grant);
       if (managed.stopping || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });

@@ -1,4 +1,9 @@
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { silentLog } from "../../../runtime/log.ts";
+import { GpuLocks } from "../../../runtime/server/scaling/gpu-locks.ts";
 import { GpuPlacement } from "../../../runtime/server/scaling/gpu-placement.ts";
 
 const H100 = 81_559;
@@ -74,5 +79,60 @@ describe("GpuPlacement", () => {
     gpus.release(pair);
     expect(gpus.free).toBe(3);
     expect(gpus.take({ gpus: 3 })!.ids).toEqual(["0", "1", "2"]);
+  });
+});
+
+describe("GpuPlacement with per-card locks", () => {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  /** Two servers' placements of the same cards, sharing one lock folder (kernel locks, as across processes). */
+  const pair = (devices: { id: string; memoryMb?: number }[]) => {
+    const dir = mkdtempSync(join(tmpdir(), "spool-gpu-locks-"));
+    dirs.push(dir);
+    return [new GpuPlacement(devices, new GpuLocks(() => dir, silentLog)), new GpuPlacement(devices, new GpuLocks(() => dir, silentLog))] as const;
+  };
+
+  test("a card one placement holds is skipped by the other until its last worker is released", () => {
+    const [a, b] = pair([{ id: "GPU-a", memoryMb: 40_000 }, { id: "GPU-b", memoryMb: 40_000 }]);
+    const small = { gpus: 1, memoryMb: 10_000 };
+    const a1 = a.take(small)!;
+    const a2 = a.take(small)!;
+    expect([a1.ids, a2.ids]).toEqual([["GPU-a"], ["GPU-a"]]);
+    expect(b.take({ gpus: 1 })).toEqual({ ids: ["GPU-b"] });
+    expect(b.take(small)).toBeUndefined(); // GPU-b is b's whole; GPU-a is a's, whatever memory it has left
+    expect(b.heldElsewhere).toBe(1);
+    a.release(a1);
+    expect(b.take(small)).toBeUndefined(); // a still has a worker on GPU-a
+    a.release(a2);
+    expect(b.take(small)).toEqual({ ids: ["GPU-a"], memoryMb: 10_000 });
+    expect(b.heldElsewhere).toBe(0);
+    expect(a.take({ gpus: 1 })).toBeUndefined();
+    expect(a.heldElsewhere).toBe(2);
+  });
+
+  test("a worker on several cards that finds too few free takes none and leaves none locked", () => {
+    const [a, b] = pair([{ id: "GPU-a" }, { id: "GPU-b" }, { id: "GPU-c" }]);
+    const one = b.take({ gpus: 1 })!;
+    expect(one.ids).toEqual(["GPU-a"]);
+    expect(a.take({ gpus: 3 })).toBeUndefined();
+    // What a locked while trying is free again: b takes the other two.
+    expect(b.take({ gpus: 2 })).toEqual({ ids: ["GPU-b", "GPU-c"] });
+  });
+
+  test("a grant given back because no worker started on it frees its card; a kept one does not", () => {
+    const [a, b] = pair([{ id: "GPU-a" }]);
+    {
+      const grant = a.take({ gpus: 1 })!;
+      using unstarted = a.returnUnlessKept(grant);
+      expect(b.take({ gpus: 1 })).toBeUndefined();
+      void unstarted;
+    }
+    const kept = b.take({ gpus: 1 })!;
+    expect(kept).toEqual({ ids: ["GPU-a"] });
+    {
+      using started = b.returnUnlessKept(kept);
+      started.keep();
+    }
+    expect(a.take({ gpus: 1 })).toBeUndefined();
   });
 });

@@ -32,7 +32,8 @@ describe("GPU placement with a fake device list", () => {
     await until(async () => (await health(srv)).jobs.inProgress === 2, "two workers running jobs");
     const first = seen(srv);
     expect(first.map((w) => w.cuda).sort()).toEqual(["0", "1"]);
-    expect(first.every((w) => w.vulkan === w.cuda)).toBe(true);
+    // Vulkan numbers cards in its own order: the worker keeps the server's setting (none here).
+    expect(first.map((w) => w.vulkan)).toEqual([null, null]);
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(2);
 
