@@ -4,6 +4,7 @@ import { LIMITS, LONG_POLL_MAX_MS, RATE_LIMITS, type RateLimitedOperation } from
 import { describeIssues, s3ConfigSchema } from "../protocol/job-request.ts";
 import defaultToml from "./default.toml" with { type: "text" };
 import { detectGpus, gpuCapacity, gpuLabel, gpusSchema, namesIndexes, resolveGpus, type GpuDevice, type GpuNeed } from "./gpus.ts";
+import { allowedHostsSchema, trustedProxiesSchema } from "./network-settings.ts";
 
 const opLimit = (op: RateLimitedOperation) =>
   z
@@ -139,6 +140,16 @@ export const serverConfigSchema = z.strictObject({
   syncRetentionMs: z.number().int().min(0).default(LIMITS.syncRetention),
   /** Base URL that file URLs are built on; the request's origin when unset. */
   publicUrl: z.string().url().optional(),
+  /**
+   * Host names (`name`: any port; `name:port`; `*`: any host) a request's Host may name besides
+   * those always answered: the listen address (any IP address when it is 0.0.0.0 or ::),
+   * localhost and publicUrl's host. Any other Host is a 400. @default []
+   */
+  allowedHosts: allowedHostsSchema,
+  /** Peers (IPs, CIDRs) whose X-Forwarded-Host and X-Forwarded-Proto are believed. @default [] */
+  trustedProxies: trustedProxiesSchema,
+  /** How long an Idempotency-Key names the job it made, whatever that job's retention. @default 86400000 */
+  idempotencyTtlMs: z.number().int().min(1).default(24 * 3600_000),
   /**
    * A bucket for files workers upload for jobs without their own s3Config (instead of the data
    * directory): needed when several servers share a store.

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
 import { errorAnswer, jsonAnswer } from "./http/http-error.ts";
+import { AllowedHosts } from "./http/allowed-hosts.ts";
 import { JobService } from "./jobs/job-service.ts";
 import { Access, authenticate, authorize } from "./http/access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
@@ -69,10 +70,17 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.onError((err, c) => answerError(err, c.req.raw));
 
   const routed = app.fetch;
+  const hosts = new AllowedHosts(config.server);
   // Bun gives a request without a usable Host header its path alone as URL, which no route (and
-  // no job origin) can be read from: HTTP/1.1 answers such a request 400.
-  const route = (req: Request, env: unknown, ctx: unknown) =>
-    req.url.charCodeAt(0) === SLASH ? noHost() : (jobPath.match(req) ?? routed(req, env as never, ctx as never));
+  // no job origin) can be read from: HTTP/1.1 answers such a request 400. A host this server does
+  // not answer for (server.allowedHosts) is a 400 too, on every route, before the job path's.
+  // `env` is what Bun.serve passes beside the request: the peer's address comes from it.
+  const route = (req: Request, env: unknown, ctx: unknown) => {
+    if (req.url.charCodeAt(0) === SLASH) return noHost();
+    const checked = hosts.check(req, env);
+    if (checked instanceof Response) return checked;
+    return jobPath.match(checked) ?? routed(checked, env as never, ctx as never);
+  };
   const chain = appDeps.middleware ?? [];
   app.fetch = !chain.length
     ? route

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { AllowedHosts } from "../../runtime/server/http/allowed-hosts.ts";
 import { loadManifests, manifest, MANIFEST_DIR, serverConfig, type Manifest } from "./manifests.ts";
 
 /** The model class of a manifest from kubernetes-models (core) or @kubernetes-models/keda (KEDA's CRDs). */
@@ -55,6 +56,10 @@ describe("the Kubernetes manifests in docs/deploy/kubernetes", () => {
     const config = serverConfig(all);
     const service = manifest(all, "server.yaml", "Service", "spool");
     const base = `http://${service.metadata.name}:${service.spec.ports[0].port}`;
+    // The server answers for that host (server.allowedHosts), and for the pod IP its probes use.
+    const hosts = new AllowedHosts(config.server);
+    expect([hosts.allows(new URL(base).host), hosts.allows("10.244.1.7:8080")]).toEqual([true, true]);
+    for (const m of all) for (const url of JSON.stringify(m.doc).match(/http:\/\/spool[^"/]*/g) ?? []) expect([m.file, hosts.allows(new URL(url).host)]).toEqual([m.file, true]);
     const secret = manifest(all, "server.yaml", "Secret", "spool");
     const pods: Array<[string, any]> = [
       ["embed", manifest(all, "cpu-workers.yaml", "Deployment", "spool-embed").spec.template],

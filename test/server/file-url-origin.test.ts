@@ -61,8 +61,9 @@ test("a request without a valid Host header is a 400 naming it, and queues nothi
 });
 
 test("/runsync records the Host its client sent: the file URL names it, and the file is there", async () => {
-  // A worker's take waits for the job, so the runsync below is answered by this worker.
-  await using srv = await startTestServer({ server: { takeWaitMs: 60_000 } });
+  // A worker's take waits for the job, so the runsync below is answered by this worker. The
+  // name is one the server answers for (a name not listed is a 400: allowed-hosts.test.ts).
+  await using srv = await startTestServer({ server: { takeWaitMs: 60_000, allowedHosts: ["spool.lan:8443"] } });
   const worker = protocolWorker(srv, "echo", "w-sync");
   const taking = worker.take();
   const answer = fetch(`${srv.url}/v2/echo/runsync?wait=60000`, {

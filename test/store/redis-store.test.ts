@@ -196,7 +196,7 @@ test("redis: a result reads every field a job's hash can have but its input (the
     const rich = { webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } };
     // One job that streamed and was read, retried after failing; one whose output is its stream.
     await s.enqueue(newJob("streamed", rich), T0);
-    await s.enqueue(newJob("whole", { ...rich, idempotency: { key: "k", bodyHash: "h" } }), T0);
+    await s.enqueue(newJob("whole", { ...rich, idempotency: { key: "k", bodyHash: "h", ttlMs: 60_000 } }), T0);
     await s.claim("ep", "w", 2, T0);
     await s.progress("w", "streamed", { step: 1 }, T0);
     await s.appendChunks("w", "streamed", ["a"], T0);
@@ -215,6 +215,55 @@ test("redis: a result reads every field a job's hash can have but its input (the
     const done = await s.finish("w", "streamed", { output: 1 }, false, T0 + 5);
     const { input: _input, ...stored } = (await s.get("ep", "streamed", T0 + 5))!;
     expect(done).toEqual(stored);
+  }));
+
+test("redis: Idempotency-Keys past their ttl are removed by the sweep, whatever became of their jobs", () =>
+  withRaw(async (s, raw, p) => {
+    const keyed = (id: string, key: string, ttlMs: number) => newJob(id, { keyId: "k", idempotency: { key, bodyHash: "h", ttlMs } });
+    await s.enqueue(keyed("a", "short", 1_000), T0);
+    await s.enqueue(keyed("b", "long", 5_000), T0);
+    const kept = async () => {
+      const keys = [];
+      for (const key of ["long", "short"]) if (Number(await raw.send("EXISTS", [`${p}idem:k:ep:${key}`])) === 1) keys.push(key);
+      return [keys, Number(await raw.send("ZCARD", [`${p}idemexp`]))];
+    };
+    await s.sweep(T0 + 999, 60_000);
+    expect(await kept()).toEqual([["long", "short"], 2]);
+    await s.sweep(T0 + 1_000, 60_000);
+    expect(await kept()).toEqual([["long"], 1]);
+    await s.sweep(T0 + 5_000, 60_000);
+    expect(await kept()).toEqual([[], 0]);
+    expect((await s.health("ep", T0 + 5_000, 60_000)).jobs.inQueue).toBe(2); // the jobs themselves live on
+  }));
+
+test("redis: two servers on one Redis, each sent the same key at once, make one job", () =>
+  withRaw(async (s, _raw, p) => {
+    const other = await connect(p);
+    try {
+      const tag = { key: "together", bodyHash: "h", ttlMs: 60_000 };
+      const sent = await Promise.all([s, other, s, other].map((store, i) => store.enqueue(newJob(`c${i}`, { keyId: "k", idempotency: tag }), T0, 100)));
+      expect(new Set(sent.map((j) => j.id)).size).toBe(1);
+      expect(sent.filter((j) => !j.replayed).length).toBe(1);
+      expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(1);
+    } finally {
+      await other.close();
+    }
+  }));
+
+test("redis: a key written before keys had an expiry (named by its job) is kept as long as its job, then is free", () =>
+  withRaw(async (s, raw, p) => {
+    const keyed = (id: string) => newJob(id, { keyId: "k", policy: { ...policy, ttl: 10_000 }, idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 } });
+    await s.enqueue(keyed("a"), T0);
+    // As the earlier form wrote it: {job, ih}, its name in the job's hash, removed with the job.
+    const ik = `${p}idem:k:ep:order-1`;
+    await raw.send("HDEL", [ik, "exp"]);
+    await raw.send("ZREM", [`${p}idemexp`, ik]);
+    await raw.send("HSET", [`${p}job:a`, "idem", ik]);
+    expect(await s.findByIdempotencyKey("k", "ep", "order-1", T0)).toMatchObject({ jobId: "a", expiresAt: T0 + 10_000 });
+    expect((await s.enqueue(keyed("b"), T0 + 9_999)).id).toBe("a");
+    await s.sweep(T0 + 10_000, 60_000);
+    expect(Number(await raw.send("EXISTS", [ik]))).toBe(0);
+    expect((await s.enqueue(keyed("c"), T0 + 10_000)).id).toBe("c");
   }));
 
 /** Commands the redis-server has run so far (scripts' own calls included), by name. */

@@ -31,6 +31,11 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health, 
   try {
     for (let i = 0; i < 6; i++) await store.enqueue(newJob(`j${i}`, { webhook: "http://x/h", keyId: "k" }), T0);
     await store.enqueue(newJob("long", { input: { text: "x".repeat(10_000) } }), T0); // kept beside its row
+    // An Idempotency-Key: written, replayed, looked up, and pruned by the sweep below.
+    const tag = { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 };
+    await store.enqueue(newJob("keyed", { keyId: "k", idempotency: tag }), T0);
+    expect((await store.enqueue(newJob("again", { keyId: "k", idempotency: tag }), T0)).id).toBe("keyed");
+    await store.findByIdempotencyKey("k", "ep", "order-1", T0);
     expect(JSON.stringify((await store.get("ep", "long", T0))?.input).length).toBeGreaterThan(10_000);
     await store.touchWorker("w", "ep", "k", T0, { runningIds: [], missingAfterMs: 1_000 });
     await store.claim("ep", "w", 3, T0);

@@ -194,3 +194,51 @@ test("sqlite: the write-ahead log is copied into the database file by the store'
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("sqlite: Idempotency-Keys past their ttl are removed by the sweep, whatever became of their jobs", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const s = SqliteStore.open(dir, { retention: RETENTION });
+    const keyed = (id: string, key: string, ttlMs: number) => ({ id, endpointId: "ep", input: {}, policy, sync: false, keyId: "k", idempotency: { key, bodyHash: "h", ttlMs } });
+    await s.enqueue(keyed("a", "short", 1_000), T0);
+    await s.enqueue(keyed("b", "long", 5_000), T0);
+    const kept = () => {
+      const db = new Database(join(dir, "spool.db"));
+      const keys = db.query<{ scope: string }, []>("SELECT scope FROM idempotency_keys ORDER BY scope").all().map((r) => r.scope.split("\n")[2]);
+      db.close();
+      return keys;
+    };
+    await s.sweep(T0 + 999, 60_000);
+    expect(kept()).toEqual(["long", "short"]);
+    await s.sweep(T0 + 1_000, 60_000);
+    expect(kept()).toEqual(["long"]);
+    await s.sweep(T0 + 5_000, 60_000);
+    expect(kept()).toEqual([]);
+    expect((await s.health("ep", T0 + 5_000, 60_000)).jobs.inQueue).toBe(2); // the jobs themselves live on
+    await s.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("sqlite: a key written by schema 12 (removed with its job) is kept as long as its job, then is free", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  try {
+    const keyed = (id: string) => ({ id, endpointId: "ep", input: {}, policy: { ...policy, ttl: 10_000 }, sync: false, keyId: "k", idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 } });
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    await s.enqueue(keyed("a"), T0);
+    await s.close();
+    const db = new Database(join(dir, "spool.db"));
+    db.run(`DROP INDEX idempotency_keys_expiry; ALTER TABLE idempotency_keys DROP COLUMN expires_at;
+      CREATE INDEX idempotency_keys_job ON idempotency_keys(job_id); PRAGMA user_version = 12;`);
+    db.close();
+
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    expect(await s.findByIdempotencyKey("k", "ep", "order-1", T0)).toMatchObject({ jobId: "a", expiresAt: T0 + 10_000 });
+    expect((await s.enqueue(keyed("b"), T0 + 9_999)).id).toBe("a");
+    expect((await s.enqueue(keyed("c"), T0 + 10_000)).id).toBe("c");
+    await s.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,8 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { topics } from "../../runtime/server/store/store-events.ts";
-import { IdempotencyConflictError, QueueFullError, type EndedJob, type NewJob, type Store, type StoredJob } from "../../runtime/server/store/store.ts";
+import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EndedJob, type NewJob, type Store, type StoredJob } from "../../runtime/server/store/store.ts";
 
 export const RETENTION = { syncMs: 60_000, asyncMs: 1_800_000 };
+/** How long the suite's Idempotency-Keys are kept (the server's default, 24 h). */
+const IDEMPOTENCY_TTL = 86_400_000;
 const T0 = 1_790_000_000_000;
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
 const newJob = (id: string, over: Partial<NewJob> = {}): NewJob => ({ id, endpointId: "ep", input: { id }, policy, sync: false, ...over });
@@ -486,34 +488,64 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect((await s.health("ep", T0 + 60_000, 60_000)).workers).toEqual({ idle: 0, running: 0, initializing: 0, unhealthy: 0 });
     }));
 
-    test("Idempotency-Key: the same key answers the live job as it is now; another body is refused; the key goes with its job", withStore(async (s) => {
-      const tag = { key: "order-1", bodyHash: "h1" };
+    test("Idempotency-Key: while kept, it answers its job as it is now; another body is refused; another API key or endpoint has its own", withStore(async (s) => {
+      const tag = { key: "order-1", bodyHash: "h1", ttlMs: IDEMPOTENCY_TTL };
       const first = await s.enqueue(newJob("i1", { keyId: "k1", idempotency: tag }), T0);
       expect(first.replayed).toBeUndefined();
+      expect(await s.findByIdempotencyKey("k1", "ep", "order-1", T0)).toEqual({ jobId: "i1", bodyHash: "h1", expiresAt: T0 + IDEMPOTENCY_TTL, job: await s.get("ep", "i1", T0) });
       // A retry after the job was taken and finished answers it as it is now, writing nothing.
       await s.claim("ep", "w", 1, T0);
       await s.finish("w", "i1", { output: { ok: 1 } }, false, T0 + 1);
-      // A queue limit below any depth (-1) admits no new job but still answers a replay: how a
-      // refusing endpoint (workers that cannot start) asks for replays only.
+      // A queue limit below any depth (-1) admits no new job but still answers a replay.
       const again = await s.enqueue(newJob("i2", { keyId: "k1", idempotency: tag }), T0 + 2, -1);
       expect([again.id, again.status, again.output, again.replayed]).toEqual(["i1", "COMPLETED", { ok: 1 }, true]);
       expect(await s.get("ep", "i2", T0 + 2)).toBeNull();
-      await expect(s.enqueue(newJob("n1", { keyId: "k1", idempotency: { key: "order-new", bodyHash: "h1" } }), T0 + 2, -1)).rejects.toBeInstanceOf(QueueFullError);
+      await expect(s.enqueue(newJob("n1", { keyId: "k1", idempotency: { ...tag, key: "order-new" } }), T0 + 2, -1)).rejects.toBeInstanceOf(QueueFullError);
       expect(await s.get("ep", "n1", T0 + 2)).toBeNull();
-      await expect(s.enqueue(newJob("i3", { keyId: "k1", idempotency: { key: "order-1", bodyHash: "h2" } }), T0 + 2)).rejects.toBeInstanceOf(IdempotencyConflictError);
+      await expect(s.enqueue(newJob("i3", { keyId: "k1", idempotency: { ...tag, bodyHash: "h2" } }), T0 + 2)).rejects.toBeInstanceOf(IdempotencyConflictError);
       expect(await s.get("ep", "i3", T0 + 2)).toBeNull();
-      // Another API key, or another endpoint, has keys of its own.
       expect((await s.enqueue(newJob("i4", { keyId: "k2", idempotency: tag }), T0 + 2)).id).toBe("i4");
       expect((await s.enqueue(newJob("i5", { endpointId: "ep2", keyId: "k1", idempotency: tag }), T0 + 2)).id).toBe("i5");
-      // Once its job has expired (swept or not yet), the key makes a new job.
-      const gone = T0 + 1 + RETENTION.asyncMs;
-      expect((await s.enqueue(newJob("i6", { keyId: "k1", idempotency: tag }), gone)).id).toBe("i6");
-      await s.sweep(gone + 1, 60_000);
-      expect((await s.enqueue(newJob("i7", { keyId: "k1", idempotency: tag }), gone + 1)).id).toBe("i6");
-      // A job queued with a key and purged frees it.
-      await s.purgeQueue("ep", gone + 1);
-      expect((await s.enqueue(newJob("i8", { keyId: "k1", idempotency: tag }), gone + 1)).id).toBe("i8");
-      expect((await s.health("ep", gone + 1, 60_000)).jobs.inQueue).toBe(1);
+      expect(await s.findByIdempotencyKey("k1", "ep", "order-unused", T0 + 2)).toBeNull();
+    }));
+
+    test("Idempotency-Key: kept past its job's retention and purge, a retry is refused naming the job, never run again; past its ttl it is free", withStore(async (s) => {
+      const tag = { key: "order-1", bodyHash: "h1", ttlMs: IDEMPOTENCY_TTL };
+      await s.enqueue(newJob("i1", { keyId: "k1", idempotency: tag, sync: true }), T0);
+      await s.claim("ep", "w", 1, T0);
+      await s.finish("w", "i1", { output: { ok: 1 } }, false, T0 + 1);
+      // The runsync job's result is kept 60 s: a retry 65 s later, before and after the sweep.
+      const later = T0 + 1 + RETENTION.syncMs + 5_000;
+      for (const swept of [false, true]) {
+        if (swept) await s.sweep(later, 60_000);
+        const refused = await s.enqueue(newJob("i2", { keyId: "k1", idempotency: tag }), later).catch((e: unknown) => e);
+        expect([swept, refused]).toEqual([swept, new IdempotencyJobGoneError("order-1", "i1")]);
+        expect((refused as IdempotencyJobGoneError).jobId).toBe("i1");
+        expect(await s.get("ep", "i2", later)).toBeNull();
+        expect(await s.findByIdempotencyKey("k1", "ep", "order-1", later)).toEqual({ jobId: "i1", bodyHash: "h1", expiresAt: T0 + IDEMPOTENCY_TTL, job: null });
+      }
+      // Another body is still the conflict, not the job's end.
+      await expect(s.enqueue(newJob("i3", { keyId: "k1", idempotency: { ...tag, bodyHash: "h2" } }), later)).rejects.toBeInstanceOf(IdempotencyConflictError);
+      // A purged job's key is kept too.
+      const purgedTag = { ...tag, key: "order-2" };
+      await s.enqueue(newJob("p1", { keyId: "k1", idempotency: purgedTag }), later);
+      expect(await s.purgeQueue("ep", later)).toBe(1);
+      await expect(s.enqueue(newJob("p2", { keyId: "k1", idempotency: purgedTag }), later)).rejects.toBeInstanceOf(IdempotencyJobGoneError);
+      // Past its ttl the key is free again, swept or not: a new job, whose key is kept from now.
+      const free = T0 + IDEMPOTENCY_TTL;
+      expect(await s.findByIdempotencyKey("k1", "ep", "order-1", free)).toBeNull();
+      expect((await s.enqueue(newJob("i4", { keyId: "k1", idempotency: tag }), free)).id).toBe("i4");
+      await s.sweep(free + 1, 60_000);
+      expect((await s.enqueue(newJob("i5", { keyId: "k1", idempotency: tag }), free + 1)).id).toBe("i4");
+      expect((await s.findByIdempotencyKey("k1", "ep", "order-1", free + 1))?.expiresAt).toBe(free + IDEMPOTENCY_TTL);
+      expect((await s.health("ep", free + 1, 60_000)).jobs.inQueue).toBe(1);
+    }));
+
+    test("Idempotency-Key: submissions with one key sent together make one job", withStore(async (s) => {
+      const tag = { key: "together", bodyHash: "h1", ttlMs: IDEMPOTENCY_TTL };
+      const sent = await Promise.all(["c1", "c2", "c3", "c4"].map((id) => s.enqueue(newJob(id, { keyId: "k1", idempotency: tag }), T0, 100)));
+      expect(sent.map((j) => [j.id, j.replayed ?? false])).toEqual([["c1", false], ["c1", true], ["c1", true], ["c1", true]]);
+      expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(1);
     }));
 
     test("failQueued ends the live queued jobs FAILED with the error, running ones untouched", withStore(async (s) => {

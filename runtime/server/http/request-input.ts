@@ -132,7 +132,10 @@ export function idempotencyKey(headers: Headers): string | undefined {
   return key;
 }
 
-/** `scheme://host[:port]` of a request's URL (which Bun builds from the Host header), without parsing it. */
+/**
+ * `scheme://host[:port]` of a request's URL (which Bun builds from the Host header, and
+ * AllowedHosts sets to a trusted proxy's forwarded origin), without parsing it.
+ */
 export function requestOrigin(url: string): string {
   const path = url.indexOf("/", url.indexOf("//") + 2);
   return path === -1 ? url : url.slice(0, path);

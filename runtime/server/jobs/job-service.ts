@@ -5,10 +5,10 @@ import { BACKPRESSURE, isFinal } from "../../protocol/limits.ts";
 import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { IdempotencyConflictError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
+import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
-import { idempotencyConflict, replayOnly } from "./idempotency.ts";
+import { bodyHash, idempotencyConflict, idempotencyGone, replayOnly } from "./idempotency.ts";
 import type { Resolver } from "../webhooks/webhook-address.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
@@ -82,7 +82,8 @@ export class JobService {
     const refused = this.#refusal?.(endpointId);
     if (refused) {
       // A retry of a submission accepted before the endpoint began refusing gets its job.
-      const replayed = options.idempotencyKey === undefined ? undefined : await replayOnly(this.#store, newJobOf(`replay-${Bun.randomUUIDv7()}`, endpointId, endpoint, request, options), this.#clock.now());
+      const key = options.idempotencyKey;
+      const replayed = key === undefined ? undefined : await replayOnly(this.#store, options.keyId, endpointId, key, bodyHash(request), this.#clock.now());
       if (replayed) return replayed;
       throw refused;
     }
@@ -95,16 +96,16 @@ export class JobService {
     // Time-ordered (UUIDv7: the millisecond, a counter, 62 random bits): a new job's id lands at the
     // end of the store's id index instead of on a random page, so a commit writes fewer pages.
     const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
-    const newJob = newJobOf(id, endpointId, endpoint, request, options);
+    const newJob = newJobOf(id, endpointId, endpoint, request, options, this.#config.server.idempotencyTtlMs);
     const job = await this.#store.enqueue(
       newJob,
       this.#clock.now(),
       maxQueued,
       taker?.workerId,
     ).catch(async (err: unknown) => {
-      if (err instanceof IdempotencyConflictError) {
+      if (err instanceof IdempotencyConflictError || err instanceof IdempotencyJobGoneError) {
         if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
-        throw idempotencyConflict(err);
+        throw err instanceof IdempotencyConflictError ? idempotencyConflict(err) : idempotencyGone(err);
       }
       const full = err instanceof QueueFullError;
       if (taker) {

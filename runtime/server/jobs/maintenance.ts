@@ -6,7 +6,8 @@ const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
 export const DUTIES_LEASE = "duties";
 
 /**
- * The housekeeping duties: expiry and retention, execution timeouts, worker loss. Runs every
+ * The housekeeping duties: expiry and retention, execution timeouts, worker loss, and removing
+ * Idempotency-Keys past idempotencyTtlMs (store.sweep does all of them). Runs every
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
 export function startMaintenance(

@@ -14,7 +14,7 @@ export interface SubmitOptions {
   sync: boolean;
   /** Turns a failed input-schema check into the route's error (400 "Invalid parameter" by default). */
   invalid?: (error: z.ZodError) => Error;
-  /** The request's Idempotency-Key header: a live job submitted with it by the same key is answered instead. */
+  /** The request's Idempotency-Key header: while the same API key's key is kept, its job is answered instead. */
   idempotencyKey?: string;
   /** The origin the client called (http/request-input.ts requestOrigin): the job's file URLs are built on it. */
   origin?: string;
@@ -38,8 +38,8 @@ export function checkSubmission(config: Config, endpoint: EndpointConfig, schema
   return undefined;
 }
 
-/** The job to store for an accepted request, with the endpoint's defaults filled in. */
-export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfig, request: JobRequest, options: SubmitOptions): NewJob {
+/** The job to store for an accepted request, with the endpoint's defaults filled in; an Idempotency-Key is kept `idempotencyTtlMs`. */
+export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfig, request: JobRequest, options: SubmitOptions, idempotencyTtlMs: number): NewJob {
   const job: NewJob = {
     id,
     endpointId,
@@ -56,6 +56,6 @@ export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfi
     origin: options.origin,
   };
   // Only when the header came: a submission without one costs nothing more.
-  if (options.idempotencyKey !== undefined) job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request) };
+  if (options.idempotencyKey !== undefined) job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request), ttlMs: idempotencyTtlMs };
   return job;
 }

@@ -32,7 +32,7 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
       .min(1)
       .max(255)
       .optional()
-      .describe("A retry with the same key and body answers the job the first request made (same id) instead of queueing another"),
+      .describe("A retry with the same key and body (keys in any order) answers the job the first request made (same id) instead of queueing another, for server.idempotencyTtlMs (24 h); 409 once that job is gone"),
   });
 
   registry.registerPath({
@@ -42,7 +42,7 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     operationId: "run",
     summary: "Queue a job",
     request: { params: z.object({ endpoint_id }), headers: idempotency, body: jsonBody(JobRequest) },
-    responses: { 200: json("Queued", JobState), ...errors([400, 401, 404, 413, 422, 429, 503]) },
+    responses: { 200: json("Queued", JobState), ...errors([400, 401, 404, 409, 413, 422, 429, 503]) },
   });
   registry.registerPath({
     ...base,
@@ -57,7 +57,7 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
       headers: idempotency,
       body: jsonBody(JobRequest),
     },
-    responses: { 200: json("Final, or still running after `wait`", JobResponse), ...errors([400, 401, 404, 413, 422, 429, 503]) },
+    responses: { 200: json("Final, or still running after `wait`", JobResponse), ...errors([400, 401, 404, 409, 413, 422, 429, 503]) },
   });
   registry.registerPath({
     ...base,

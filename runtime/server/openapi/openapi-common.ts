@@ -64,6 +64,7 @@ export function errors(statuses: number[], openai = false): Record<string, Respo
     401: "Missing, unknown or revoked key, or a key not allowed here",
     403: "Invalid or expired file URL",
     404: "Unknown endpoint or job (or job gone: purged or expired)",
+    409: "Idempotency-Key kept for a job that is no longer: it is not run again",
     413: "Body over the route's limit",
     422: "Idempotency-Key already used with another request body",
     429: "Rate limit or queue full (backpressure); see Retry-After",

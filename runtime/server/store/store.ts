@@ -44,14 +44,27 @@ export interface StoredJob {
 export type EndedJob = Omit<StoredJob, "input">;
 
 export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin"> & {
-  /** The submission's Idempotency-Key: a live job of the same API key, endpoint and key answers instead. */
+  /** The submission's Idempotency-Key: while a key of the same API key and endpoint is kept, its job answers instead. */
   idempotency?: IdempotencyTag;
 };
 
-/** An Idempotency-Key and a hash of the body it came with (the same key with another body is refused). */
+/** An Idempotency-Key, a hash of the body it came with (the same key with another body is refused), and how long it is kept. */
 export interface IdempotencyTag {
   key: string;
   bodyHash: string;
+  /** From the submission that writes the key, whatever becomes of its job. */
+  ttlMs: number;
+}
+
+/** What an Idempotency-Key names while it is kept (findByIdempotencyKey). */
+export interface IdempotencyRecord {
+  /** The job its first submission made. */
+  jobId: string;
+  bodyHash: string;
+  /** When the key is free again. */
+  expiresAt: number;
+  /** That job as it is now; null once it is gone (retention or ttl over, purged). */
+  job: StoredJob | null;
 }
 
 /** What enqueue answers: the new job, or (`replayed`) the live job an earlier submission with its Idempotency-Key made. */
@@ -72,6 +85,20 @@ export class IdempotencyConflictError extends Error {
   constructor(readonly jobId: string) {
     super(`Idempotency-Key already used for job ${jobId} with another request body`);
     this.name = "IdempotencyConflictError";
+  }
+}
+
+/**
+ * enqueue refused the job: its Idempotency-Key is kept, for a job that is no longer (ended past
+ * its retention, expired or purged). A retry must not run the work again (nothing changed).
+ */
+export class IdempotencyJobGoneError extends Error {
+  constructor(
+    readonly key: string,
+    readonly jobId: string,
+  ) {
+    super(`Idempotency-Key "${key}" was used for job ${jobId}, which is no longer kept`);
+    this.name = "IdempotencyJobGoneError";
   }
 }
 
@@ -210,11 +237,14 @@ export interface Store {
    * With `handTo` (a worker waiting in job-take on this server) a store may, when the endpoint has
    * no job queued, write the job as taken by that worker in the same step and return it
    * IN_PROGRESS; otherwise (or a store that does not) it is queued and returned IN_QUEUE.
-   * With `job.idempotency`, a live job of the same key id, endpoint and Idempotency-Key is
-   * answered as it is now (`replayed`, nothing written), or IdempotencyConflictError thrown when
-   * its body hash differs; the key is written in the same step as the new job and lives as long as it.
+   * With `job.idempotency`, while a key of the same key id, endpoint and Idempotency-Key is kept,
+   * its job is answered as it is now (`replayed`, nothing written); IdempotencyConflictError is
+   * thrown when the key's body hash differs, IdempotencyJobGoneError when its job is gone. The key
+   * is written in the same step as the new job and kept `ttlMs`, whatever becomes of the job.
    */
   enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob>;
+  /** What an Idempotency-Key of the API key `keyId` on the endpoint names, while it is kept (null: free). */
+  findByIdempotencyKey(keyId: string | undefined, endpointId: string, key: string, now: number): Promise<IdempotencyRecord | null>;
   /** The job, or null when it does not exist for this endpoint or has expired. */
   get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null>;
   /** Sets a live job's expiry (GET /status?ttl). */
@@ -267,7 +297,7 @@ export interface Store {
   touchWorker(workerId: string, endpointId: string, keyId: string, now: number, report?: WorkerReport): Promise<WorkerTouch | null>;
   /** Ids of jobs the worker must stop, removing them from its stop list. */
   takeStops(workerId: string): Promise<string[]>;
-  /** Expiry, execution timeouts and worker loss, as of `now`. */
+  /** Expiry, execution timeouts and worker loss, as of `now`; Idempotency-Keys past their ttl are removed. */
   sweep(now: number, workerLossTimeoutMs: number): Promise<SweepReport>;
   scalingStats(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<ScalingStats>;
   /** A worker known to be gone (its process ended): its jobs follow the worker-loss rule at the next sweep, and health stops counting it. */

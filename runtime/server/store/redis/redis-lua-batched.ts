@@ -11,9 +11,10 @@
  * queued to accept one more or '', `w` a worker waiting in job-take on the calling server or ''.
  * Answers the job's seq (the caller knows every other field); {'taken', seq, deadline} when it
  * was written as taken by that worker (no live job queued for the endpoint); {'full', depth} when
- * full; {'duplicate'} when the id is taken; {'same', job} when a live job has its Idempotency-Key
-(nothing written), {'conflict', id} when that job came with another body. A queue's depth is read once per script and clock, and
- * counted on from there.
+ * full; {'duplicate'} when the id is taken. While its Idempotency-Key is kept (nothing written):
+ * {'same', job} with the key's job, {'conflict', id} when that job came with another body,
+ * {'gone', id} when the job is no longer kept. A queue's depth is read once per script and clock,
+ * and counted on from there.
  */
 const ENQUEUE = `
 -- Per endpoint: {depth, the clock it was counted at}; counted again for a call at another clock.
@@ -29,19 +30,22 @@ local function depthOf(ep)
 end
 local function enqueue(fields, input, maxQueued, w)
   local f = cjson.decode(fields)
-  -- An Idempotency-Key (its scope in f.idem, its body's hash in f.ih): a live job made with it is
-  -- answered as it is; its key (a hash {job, ih}) is written with the job and removed with it.
-  local ik, ih = nil, f.ih
+  -- An Idempotency-Key (its scope in f.idem, its body's hash in f.ih, its ttl in f.ittl): while it
+  -- is kept, its job is answered. Its key, a hash {job, ih, exp}, is written with the job and kept
+  -- until exp (the sweep removes it, by the index idemexp), whatever becomes of the job.
+  local ik, ih, ittl = nil, f.ih, f.ittl
   if f.idem then
-    f.ih = nil
     ik = P .. 'idem:' .. f.idem
-    f.idem = ik
-    local prior = redis.call('HMGET', ik, 'job', 'ih')
+    f.idem = nil; f.ih = nil; f.ittl = nil
+    local prior = redis.call('HMGET', ik, 'job', 'ih', 'exp')
     if prior[1] then
       local pj = job(prior[1])
-      if live(pj, f.ep) then
+      local alive = live(pj, f.ep)
+      -- A key written before keys had an expiry of their own is kept as long as its job.
+      if (prior[3] and tonumber(prior[3]) > now) or (not prior[3] and alive) then
         if prior[2] ~= ih then return {'conflict', prior[1]} end
-        return {'same', reply(pj)}
+        if alive then return {'same', reply(pj)} end
+        return {'gone', prior[1]}
       end
     end
   end
@@ -64,7 +68,11 @@ local function enqueue(fields, input, maxQueued, w)
   local args = {}
   for k, v in pairs(f) do args[#args + 1] = k; args[#args + 1] = v end
   redis.call('HSET', jk(f.id), unpack(args))
-  if ik then redis.call('HSET', ik, 'job', f.id, 'ih', ih) end
+  if ik then
+    local exp = now + tonumber(ittl)
+    redis.call('HSET', ik, 'job', f.id, 'ih', ih, 'exp', n(exp))
+    redis.call('ZADD', P .. 'idemexp', exp, ik)
+  end
   redis.call('ZADD', P .. 'exp', expires, f.id)
   redis.call('ZADD', P .. 'list:' .. f.ep, seq, f.id)
   redis.call('ZADD', st(f.ep, f.status), expires, f.id)

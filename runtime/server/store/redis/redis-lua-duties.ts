@@ -138,10 +138,15 @@ return ids`,
 if redis.call('ZSCORE', P .. 'wseen', ARGV[5]) then redis.call('ZADD', P .. 'wseen', 0, ARGV[5]) end
 return 1`,
 
-  /** ARGV5 loss timeout, ARGV6 batch size. */
+  /** ARGV5 loss timeout, ARGV6 batch size. Idempotency-Keys past their expiry go too (keys: how many). */
   sweep: `
 local batch = tonumber(ARGV[6])
-local report = {expired = 0, timedOut = {}, requeued = {}, lost = {}}
+local report = {expired = 0, timedOut = {}, requeued = {}, lost = {}, keys = 0}
+for _, k in ipairs(redis.call('ZRANGEBYSCORE', P .. 'idemexp', '-inf', now, 'LIMIT', 0, batch)) do
+  redis.call('DEL', k)
+  redis.call('ZREM', P .. 'idemexp', k)
+  report.keys = report.keys + 1
+end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT', 0, batch)) do
   local j = job(id)
   if j ~= nil then

@@ -4,6 +4,21 @@ import { BATCHED_SCRIPTS } from "./redis-lua-batched.ts";
 export const JOB_SCRIPTS = {
   ...BATCHED_SCRIPTS,
 
+  /**
+   * ARGV5 an Idempotency-Key's scope (idempotencyScope), ARGV6 endpoint. While the key is kept:
+   * {job id, body hash, expiry, the job or false once it is gone}; nil when it is free.
+   */
+  idemFind: `
+local prior = redis.call('HMGET', P .. 'idem:' .. ARGV[5], 'job', 'ih', 'exp')
+if not prior[1] then return nil end
+local j = job(prior[1])
+local alive = live(j, ARGV[6])
+-- A key written before keys had an expiry of their own is kept as long as its job.
+if prior[3] then
+  if tonumber(prior[3]) <= now then return nil end
+elseif not alive then return nil end
+return {prior[1], prior[2], prior[3] or j.expires, alive and reply(j) or false}`,
+
   /** ARGV5 worker, ARGV6.. jobs it was given but never received: queued again in their place, no loss counted. */
   returnJobs: `
 local w = ARGV[5]

@@ -6,7 +6,7 @@
 export const FIELDS_BUT_INPUT = [
   ...["id", "ep", "policy", "timeout", "ttl", "low", "sync", "webhook", "s3", "key"],
   ...["seq", "rid", "status", "created", "queued", "expires", "losses", "retries", "chunks", "read"],
-  ...["started", "worker", "deadline", "progress", "output", "error", "completed", "ochunk", "idem"],
+  ...["started", "worker", "deadline", "progress", "output", "error", "completed", "ochunk"],
 ] as const;
 
 /**
@@ -119,7 +119,8 @@ local function unrun(j)
 end
 local function remove(j)
   redis.call('DEL', jk(j.id), P .. 'ch:' .. j.id)
-  -- Its Idempotency-Key goes with it, unless a later job holds the key already.
+  -- A job queued before keys were kept apart names its key (idem), which goes with it, unless a
+  -- later job holds the key already. A key written since is kept until its own expiry.
   if j.idem and redis.call('HGET', j.idem, 'job') == j.id then redis.call('DEL', j.idem) end
   forgotten[#forgotten + 1] = 'job:' .. j.id
   redis.call('ZREM', P .. 'q:' .. j.ep, j.id)

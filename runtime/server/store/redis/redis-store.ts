@@ -4,7 +4,7 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
+  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, IdempotencyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport, WorkerTouch,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
@@ -13,7 +13,7 @@ import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, endedFromReply, fromReply, replyFields, toEndedJob, toJob, type JobReply } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
-import { enqueued, jobFields } from "./redis-enqueue.ts";
+import { enqueued, idempotencyRecord, idempotencyScope, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
 
 const SWEEP_BATCH = 500;
@@ -86,6 +86,10 @@ export class RedisStore implements Store {
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
     const reply = await this.#enqueues.run(now, [jobFields(job), JSON.stringify(job.input), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
     return enqueued(job, now, handTo, reply);
+  }
+
+  async findByIdempotencyKey(keyId: string | undefined, endpointId: string, key: string, now: number): Promise<IdempotencyRecord | null> {
+    return idempotencyRecord(await this.#scripts.run("idemFind", [now, idempotencyScope(keyId, endpointId, key), endpointId]));
   }
 
   async get(endpointId: string, jobId: string, now: number): Promise<StoredJob | null> {
@@ -220,7 +224,7 @@ export class RedisStore implements Store {
       total.timedOut.push(...list(r.timedOut));
       total.requeued.push(...list(r.requeued));
       total.lost.push(...list(r.lost));
-      if (r.expired < SWEEP_BATCH && list(r.timedOut).length < SWEEP_BATCH) return total;
+      if (r.expired < SWEEP_BATCH && list(r.timedOut).length < SWEEP_BATCH && r.keys < SWEEP_BATCH) return total;
     }
   }
 

@@ -48,7 +48,7 @@ export class SqliteContext {
     this.idempotencyKeys = db.query("SELECT 1 FROM idempotency_keys LIMIT 1").get() !== null;
   }
 
-  /** Whether any Idempotency-Key was ever written: until then a deleted job has none to remove. */
+  /** Whether any Idempotency-Key may be kept: until one is written, a lookup or a prune has nothing to read. */
   idempotencyKeys: boolean;
 
   /** The queue position of a job enqueued (or requeued by a retry) now. */
@@ -96,12 +96,11 @@ export class SqliteContext {
     return "";
   }
 
-  /** Removes what a deleted job kept beside its row. */
+  /** Removes what a deleted job kept beside its row (not its Idempotency-Key, kept until its own expiry). */
   forgetJob(jobId: string): void {
     this.running.delete(jobId);
     this.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     this.db.query("DELETE FROM job_inputs WHERE job_id = ?").run(jobId);
-    if (this.idempotencyKeys) this.db.query("DELETE FROM idempotency_keys WHERE job_id = ?").run(jobId);
   }
 
   /** The job's row if it belongs to the endpoint and has not expired. */

@@ -2,12 +2,13 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
 import type { EndedJob, StoredJob, SweepReport, WebhookDelivery, WorkerReport, WorkerTouch } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
+import { idempotency } from "./sqlite-idempotency.ts";
 import { opt } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 /**
  * The server's housekeeping on the embedded store: worker presence, stops, webhook deliveries and
- * the sweep. Those that take `announce` run inside the store's transaction.
+ * the sweep (expired Idempotency-Keys too). Those that take `announce` run inside the store's transaction.
  */
 /**
  * The worker-loss rule for one job: re-queued the first time its worker is lost, FAILED (naming
@@ -158,6 +159,7 @@ export const duties = {
     }
     const dead = s.db.query<{ id: string }, [number]>("DELETE FROM workers WHERE last_seen <= ? RETURNING id").all(cutoff);
     for (const w of dead) s.db.query("DELETE FROM stops WHERE worker_id = ?").run(w.id);
+    idempotency.prune(s, now);
     return report;
   },
 };

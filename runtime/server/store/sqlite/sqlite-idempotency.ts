@@ -1,47 +1,64 @@
-import { IdempotencyConflictError, type EnqueuedJob, type NewJob, type StoredJob } from "../store.ts";
+import { IdempotencyConflictError, IdempotencyJobGoneError, type EnqueuedJob, type IdempotencyRecord, type NewJob, type StoredJob } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 
 /** The key's row: one per API key, endpoint and Idempotency-Key. */
-const scopeOf = (job: NewJob) => `${job.keyId ?? ""}\n${job.endpointId}\n${job.idempotency!.key}`;
+const scopeOf = (keyId: string | undefined, endpointId: string, key: string) => `${keyId ?? ""}\n${endpointId}\n${key}`;
 
 /**
  * Idempotency-Keys on the embedded store: a row naming the job, written in the job's transaction
- * and removed with the job (SqliteContext.forgetJob).
+ * and kept until its own expiry, whatever becomes of the job; the sweep removes expired rows.
  */
 export const idempotency = {
   /**
-   * In the job's transaction: the live job of its key (replayed), else `write()`'s new job with
-   * its key written. Looked up before the backpressure check, so a retry of an accepted job is
-   * answered even when the queue is full.
+   * In the job's transaction: the job of its key while the key is kept (replayed), else
+   * `write()`'s new job with its key written. Looked up before the backpressure check, so a retry
+   * of an accepted job is answered even when the queue is full.
    */
   once(s: SqliteContext, job: NewJob, now: number, write: () => StoredJob): EnqueuedJob {
-    const prior = idempotency.find(s, job, now);
+    const prior = idempotency.replay(s, job, now);
     if (prior) return prior;
     const written = write();
-    idempotency.tag(s, job);
+    idempotency.tag(s, job, now);
     return written;
   },
 
-  /**
-   * The live job an earlier submission with the job's key made, replayed; undefined when there
-   * is none (a key whose job has expired but is not yet swept is given up here). Throws
-   * IdempotencyConflictError, changing nothing, when that job came with another body.
-   */
-  find(s: SqliteContext, job: NewJob, now: number): EnqueuedJob | undefined {
-    if (!s.idempotencyKeys) return undefined;
-    const key = s.db
-      .query<{ job_id: string; body_hash: string }, [string]>("SELECT job_id, body_hash FROM idempotency_keys WHERE scope = ?")
-      .get(scopeOf(job));
-    if (!key) return undefined;
-    const row = s.liveRow(job.endpointId, key.job_id, now);
-    if (!row) return undefined;
-    if (key.body_hash !== job.idempotency!.bodyHash) throw new IdempotencyConflictError(row.id);
-    return { ...s.job(row), replayed: true };
+  /** What the key names while it is kept; null when it is free. */
+  find(s: SqliteContext, keyId: string | undefined, endpointId: string, key: string, now: number): IdempotencyRecord | null {
+    if (!s.idempotencyKeys) return null;
+    const row = s.db
+      .query<{ job_id: string; body_hash: string; expires_at: number }, [string, number]>("SELECT job_id, body_hash, expires_at FROM idempotency_keys WHERE scope = ? AND expires_at > ?")
+      .get(scopeOf(keyId, endpointId, key), now);
+    if (!row) return null;
+    const live = s.liveRow(endpointId, row.job_id, now);
+    return { jobId: row.job_id, bodyHash: row.body_hash, expiresAt: row.expires_at, job: live && s.job(live) };
   },
 
-  /** Writes the key of the job just inserted (same transaction), in place of one whose job is gone. */
-  tag(s: SqliteContext, job: NewJob): void {
+  /**
+   * The job an earlier submission with the job's key made, replayed; undefined when the key is
+   * free. Throws, changing nothing, IdempotencyConflictError when that submission came with another
+   * body, IdempotencyJobGoneError when its job is no longer kept.
+   */
+  replay(s: SqliteContext, job: NewJob, now: number): EnqueuedJob | undefined {
+    const tag = job.idempotency!;
+    const found = idempotency.find(s, job.keyId, job.endpointId, tag.key, now);
+    if (!found) return undefined;
+    if (found.bodyHash !== tag.bodyHash) throw new IdempotencyConflictError(found.jobId);
+    if (!found.job) throw new IdempotencyJobGoneError(tag.key, found.jobId);
+    return { ...found.job, replayed: true };
+  },
+
+  /** Writes the key of the job just inserted (same transaction), in place of an expired one. */
+  tag(s: SqliteContext, job: NewJob, now: number): void {
     s.idempotencyKeys = true;
-    s.db.query("INSERT OR REPLACE INTO idempotency_keys (scope, job_id, body_hash) VALUES (?, ?, ?)").run(scopeOf(job), job.id, job.idempotency!.bodyHash);
+    const tag = job.idempotency!;
+    s.db
+      .query("INSERT OR REPLACE INTO idempotency_keys (scope, job_id, body_hash, expires_at) VALUES (?, ?, ?, ?)")
+      .run(scopeOf(job.keyId, job.endpointId, tag.key), job.id, tag.bodyHash, now + tag.ttlMs);
+  },
+
+  /** Removes the keys kept past their expiry (the sweep); how many. */
+  prune(s: SqliteContext, now: number): number {
+    if (!s.idempotencyKeys) return 0;
+    return s.db.query("DELETE FROM idempotency_keys WHERE expires_at <= ?").run(now).changes;
   },
 };

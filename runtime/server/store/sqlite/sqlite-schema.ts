@@ -1,5 +1,5 @@
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 12;
+export const SCHEMA_VERSION = 13;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -125,6 +125,12 @@ export const MIGRATIONS: Record<number, string> = {
        CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
   // The origin the submitting client called, for the job's file URLs (null: none recorded).
   12: `ALTER TABLE jobs ADD COLUMN origin TEXT;`,
+  // An Idempotency-Key is kept until its own expiry (idempotencyTtlMs), no longer removed with its
+  // job: a key written before lives as long as its job would have. The sweep prunes by expiry.
+  13: `ALTER TABLE idempotency_keys ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;
+       UPDATE idempotency_keys SET expires_at = COALESCE((SELECT expires_at FROM jobs WHERE jobs.id = idempotency_keys.job_id), 0);
+       DROP INDEX IF EXISTS idempotency_keys_job;
+       CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys(expires_at);`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

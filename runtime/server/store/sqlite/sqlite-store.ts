@@ -19,12 +19,12 @@ import type {
   WorkerReport,
   WorkerTouch,
 } from "../store.ts";
-import { IdempotencyConflictError, QueueFullError, type EnqueuedJob } from "../store.ts";
+import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EnqueuedJob, type IdempotencyRecord } from "../store.ts";
 import { idempotency } from "./sqlite-idempotency.ts";
 import { failQueuedJobs } from "./sqlite-fail-queued.ts";
 
 /** A write that refused before changing anything: it fails its own call only. */
-const isRefusal = (e: unknown) => e instanceof QueueFullError || e instanceof IdempotencyConflictError;
+const isRefusal = (e: unknown) => e instanceof QueueFullError || e instanceof IdempotencyConflictError || e instanceof IdempotencyJobGoneError;
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** A write waiting for the next group commit. */
@@ -138,6 +138,10 @@ export class SqliteStore implements Store {
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
     if (job.idempotency) return this.#tx((announce) => idempotency.once(this.#sql, job, now, () => this.#enqueue(job, now, announce, maxQueued, handTo)));
     return this.#tx((announce) => this.#enqueue(job, now, announce, maxQueued, handTo));
+  }
+
+  async findByIdempotencyKey(keyId: string | undefined, endpointId: string, key: string, now: number): Promise<IdempotencyRecord | null> {
+    return idempotency.find(this.#sql, keyId, endpointId, key, now);
   }
 
   #enqueue(job: NewJob, now: number, announce: Announce, maxQueued?: number, handTo?: string): StoredJob {
