@@ -58,7 +58,7 @@ export const COMMANDS: CommandSpec[] = [
     name: "serve",
     summary: "run the queue server (embedded store, or Redis)",
     options: { port: { type: "string", value: "N", description: "the port to listen on (default 8080; 0 picks a free one)" }, data, config, store },
-    notes: ["runs until SIGINT or SIGTERM; the first start with no keys creates one and prints it once"],
+    notes: ["runs until SIGINT or SIGTERM, then waits for its workers to drain (a second signal exits at once, code 1); the first start with no keys creates one and prints it once"],
   },
   {
     name: "keys",

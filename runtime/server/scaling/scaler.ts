@@ -265,6 +265,12 @@ export class Scaler {
     return true;
   }
 
+  /** Ends every worker process at once, draining none: the server is exiting now. */
+  kill(): void {
+    this.#stopped.abort();
+    for (const state of this.#endpoints.values()) for (const w of state.workers.values()) w.handle.kill();
+  }
+
   /**
    * Stops scaling and every worker: each drains (the drain time it announced) and is killed
    * after the kill grace; `graceMs`, when given, kills at that time instead.
