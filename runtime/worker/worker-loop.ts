@@ -5,6 +5,7 @@ import type { TakenJob } from "../protocol/worker-wire.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute } from "./executor.ts";
 import { resultBody } from "./result-body.ts";
+import { isPermanentStartError } from "./start-failure.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
 import type { OwnerLink } from "./owner-link.ts";
 import type { WorkerApi } from "./worker-api.ts";
@@ -87,7 +88,7 @@ export class WorkerLoop {
     try {
       await this.#o.handler.setup?.(this.#o.handlerOptions);
     } catch (err) {
-      await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+      await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err), isPermanentStartError(err));
       throw err;
     }
     const { owner, workerId, drainTimeoutMs, timeoutGraceMs } = this.#o;

@@ -1,5 +1,14 @@
+/** Each endpoint's run of failed worker starts (StartFailureRun); `last` is the last failure's JSON. */
+const START_FAILURES = `CREATE TABLE IF NOT EXISTS start_failures (
+  endpoint TEXT PRIMARY KEY,
+  attempts INTEGER NOT NULL,
+  first_at INTEGER NOT NULL,
+  permanent INTEGER NOT NULL,
+  last TEXT NOT NULL
+) WITHOUT ROWID;`;
+
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 12;
+export const SCHEMA_VERSION = 13;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -79,6 +88,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
   next_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS webhook_due ON webhook_deliveries(next_at);
+${START_FAILURES}
 `;
 
 /** Steps from one schema version to the next, run in order on an older file. */
@@ -125,6 +135,8 @@ export const MIGRATIONS: Record<number, string> = {
        CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
   // The origin the submitting client called, for the job's file URLs (null: none recorded).
   12: `ALTER TABLE jobs ADD COLUMN origin TEXT;`,
+  // Failed worker starts, kept in the store so that they outlast a restart (and a lease move on Redis).
+  13: START_FAILURES,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
