@@ -13,3 +13,20 @@ export class HandlerError extends Error {
     this.type = options.type ?? "HandlerError";
   }
 }
+
+/**
+ * An error `setup()` throws when the worker cannot start and trying again will not help (a model
+ * path that does not exist, a device this machine lacks). The server then fails the endpoint's
+ * queued jobs at once with this message, instead of retrying for startFailureWindowMs first. Any
+ * error with `permanent = true` counts the same.
+ *
+ * @example
+ * if (!existsSync(options.model)) throw new PermanentStartError(`model ${options.model} not found`);
+ */
+export class PermanentStartError extends Error {
+  override name = "PermanentStartError";
+  readonly permanent = true;
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+  }
+}

@@ -1,5 +1,5 @@
 export { defineHandler, isHandler } from "./define-handler.ts";
-export { HandlerError } from "./errors.ts";
+export { HandlerError, PermanentStartError } from "./errors.ts";
 export type {
   Concurrency,
   Handler,

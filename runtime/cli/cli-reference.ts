@@ -23,7 +23,7 @@ export function cliReference(): string {
     "|---|---|",
     ...EXIT_CODES.map(([code, meaning]) => `| ${code} | ${meaning} |`),
     "",
-    "`serve` and `dev` keep running, and exit 0 when stopped with SIGINT or SIGTERM.",
+    "`serve` and `dev` keep running, and exit 0 when stopped with SIGINT or SIGTERM (`serve` after its workers drain; a second signal exits 1 at once).",
   ];
   for (const spec of COMMANDS) {
     lines.push("", `## spool ${spec.name}`, "", `${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.`, "", "```text", usageLine(spec), "```");

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { TARGET_NAMES } from "../build/targets.ts";
+import { EXIT_START_PERMANENT } from "../protocol/exit-codes.ts";
 // Type only: the help must not load the worker (nor the server) to print it.
 import type { WORKER_FLAGS } from "../worker/worker-main.ts";
 
@@ -40,6 +41,7 @@ export const EXIT_CODES: Array<[number, string]> = [
   [0, "done"],
   [1, "failed (the reason on stderr): a build, a job run locally, a key not found"],
   [2, "bad usage: unknown command or option, bad value, bad config file"],
+  [EXIT_START_PERMANENT, "a worker cannot start for good: its handler does not load, its options fail their schema, or setup() threw PermanentStartError"],
 ];
 const EXIT_LINE = `exit codes: ${EXIT_CODES.map(([code, meaning]) => `${code} ${meaning.split(":")[0]}`).join(", ")}`;
 
@@ -58,7 +60,7 @@ export const COMMANDS: CommandSpec[] = [
     name: "serve",
     summary: "run the queue server (embedded store, or Redis)",
     options: { port: { type: "string", value: "N", description: "the port to listen on (default 8080; 0 picks a free one)" }, data, config, store },
-    notes: ["runs until SIGINT or SIGTERM; the first start with no keys creates one and prints it once"],
+    notes: ["runs until SIGINT or SIGTERM, then waits for its workers to drain (a second signal exits at once, code 1); the first start with no keys creates one and prints it once"],
   },
   {
     name: "keys",

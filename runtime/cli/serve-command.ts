@@ -32,8 +32,14 @@ export async function serveCommand(flags: { port?: string; data?: string; config
 
   let stopping = false;
   const shutdown = async () => {
-    if (stopping) return;
+    if (stopping) {
+      // Asked twice: whoever sent it will not wait for the drain. The workers are ended with the server.
+      console.error("spool: stopping now, without waiting for workers to drain");
+      server.scaler.kill();
+      process.exit(1);
+    }
     stopping = true;
+    if (server.scaler.endpoints.length) console.error("spool: stopping; workers drain their jobs first (send the signal again to stop now)");
     await server.stop();
     await store.close();
     lock.release();

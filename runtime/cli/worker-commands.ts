@@ -1,6 +1,7 @@
 import { isHandlerSource } from "../build/executable.ts";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { workerMain } from "../worker/worker-main.ts";
+import { cannotStart } from "../worker/start-failure.ts";
 
 /** `spool worker <handler.ts | binary> --url URL --endpoint ID --api-key KEY` (or RunPod's env). */
 export async function workerCommand(args: string[]): Promise<number> {
@@ -15,7 +16,12 @@ export async function workerCommand(args: string[]): Promise<number> {
     for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => child.kill(sig));
     return child.exited;
   }
-  const handler = await loadHandler(target);
+  let handler: Awaited<ReturnType<typeof loadHandler>>;
+  try {
+    handler = await loadHandler(target);
+  } catch (err) {
+    return cannotStart(err); // a missing file or a syntax error does not mend itself on a retry
+  }
   return workerMain(handler, flags, ["worker", target, ...flags]);
 }
 

@@ -55,11 +55,24 @@ export const endpointConfigSchema = z.strictObject({
   scalerValue: z.number().int().min(1).default(4),
   /** Handler file or built binary that the scaler starts workers from. */
   handler: z.string().optional(),
+  /**
+   * Longest a worker may take from its start to its first request to the server; one not ready by
+   * then is ended and counts as a failed start. Set at config load when absent (withFleetDefaults):
+   * 600000 for a model endpoint (its setup loads weights, which takes minutes), else 120000.
+   */
+  startTimeoutMs: z.number().int().min(1).max(24 * 3600_000).optional(),
   /** Consecutive failed worker starts (exit before ready) after which onStartFailure applies. @default 5 */
   startFailureLimit: z.number().int().min(1).default(5),
   /**
-   * At startFailureLimit: "fail" ends queued jobs FAILED with the start error and answers new
-   * submissions 503 until a worker starts; "queue" keeps them waiting (weights still downloading).
+   * How long workers must have failed to start, with none ready, before onStartFailure applies
+   * to failures that may pass (a setup that throws, a crash, a start timeout); a handler that
+   * cannot load at all applies it at once. @default 300000
+   */
+  startFailureWindowMs: z.number().int().min(0).default(300_000),
+  /**
+   * At startFailureLimit failed starts over startFailureWindowMs, or at the first that cannot
+   * pass: "fail" ends queued jobs FAILED with the start error and answers new submissions 503
+   * until a worker starts; "queue" keeps them waiting (weights still downloading).
    * @default "fail"
    */
   onStartFailure: z.enum(["fail", "queue"]).default("fail"),
@@ -92,8 +105,8 @@ export const endpointConfigSchema = z.strictObject({
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are letters, digits and _, not starting with a digit"), z.string()).default({}),
   rateLimits: rateLimitsSchema,
 });
-/** An endpoint's settings once loaded: workersMax is always set. */
-export type EndpointConfig = Omit<z.infer<typeof endpointConfigSchema>, "workersMax"> & { workersMax: number };
+/** An endpoint's settings once loaded: workersMax and startTimeoutMs are always set. */
+export type EndpointConfig = Omit<z.infer<typeof endpointConfigSchema>, "workersMax" | "startTimeoutMs"> & { workersMax: number; startTimeoutMs: number };
 
 /** Server-wide settings; the intervals exist so tests and operators can shorten them. */
 export const serverConfigSchema = z.strictObject({
@@ -269,6 +282,7 @@ function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string,
   }
   const endpoints = parsed.endpoints as Record<string, EndpointConfig>;
   for (const ep of Object.values(endpoints)) {
+    ep.startTimeoutMs ??= START_TIMEOUT_MS[isModelEndpoint(ep) ? "model" : "other"];
     if (ep.workersMax !== undefined) continue;
     const need = gpuNeed(ep);
     ep.workersMax = !isModelEndpoint(ep) ? DEFAULT_WORKERS_MAX : need.gpus > 0 ? Math.max(1, gpuCapacity(gpus, need)) : 1;
@@ -278,6 +292,8 @@ function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string,
 
 /** workersMax of an endpoint that is not a model endpoint. */
 const DEFAULT_WORKERS_MAX = 3;
+/** startTimeoutMs: a model endpoint's setup loads weights (a download first, maybe), which takes minutes. */
+const START_TIMEOUT_MS = { model: 600_000, other: 120_000 };
 
 /** Validates a config object; the one place defaults come from (tests pass a fake GPU list in `machine`). */
 export function parseConfig(raw: unknown, source = "config", machine: MachineOptions = {}): Config {

@@ -54,7 +54,12 @@ export const startErrorReportSchema = z.object({
   attempts: count,
   exitCode: z.number().int().optional(),
   signal: z.string().optional(),
-  /** The failure limit is reached: queued jobs were failed and submissions answer 503. */
+  /** A failure of the run cannot pass by retrying (the handler cannot load, or setup said so). */
+  permanent: z.boolean(),
+  /**
+   * The endpoint refuses work: queued jobs were failed and submissions answer 503 (a permanent
+   * failure, or startFailureLimit failures over startFailureWindowMs; never with "queue").
+   */
   refusing: z.boolean(),
   /** What the endpoint does at the limit: fail its jobs, or keep them queued. */
   onStartFailure: z.enum(["fail", "queue"]),

@@ -139,6 +139,7 @@ export function startServer(options: {
       await webhooks.stop();
       stats.close();
       metrics.close();
+      startFailures.close();
       if (!options.store) await store.close();
     },
   };

@@ -1,6 +1,6 @@
 import type { Log } from "../log.ts";
 import { isCompiled } from "../build/executable.ts";
-import { EXIT_REPLACE } from "../protocol/exit-codes.ts";
+import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
 import { launchWorker, kernelEndsOrphans } from "../process/launch.ts";
@@ -42,6 +42,11 @@ export async function supervise(command: string[], env: Record<string, string | 
     const code = await proc.exited;
     if (stopping) return code;
     if (code === 0) return 0;
+    // The handler cannot be loaded (or its setup said so): another start would fail the same way.
+    if (code === EXIT_START_PERMANENT) {
+      log.error("the worker cannot start and a restart would not change that; stopping", { code });
+      return code;
+    }
     if (code === EXIT_REPLACE || watchdog.fired) {
       crashes = 0;
       log.info("replacing the worker process", { code });

@@ -138,10 +138,10 @@ export class WorkerApi {
     }
   }
 
-  /** Tells the server this worker cannot start (its setup failed) and why, before it exits. */
-  async reportStartFailure(reason: string): Promise<void> {
+  /** Tells the server this worker cannot start (its setup failed) and why, before it exits; `permanent`: a retry will not help. */
+  async reportStartFailure(reason: string, permanent = false): Promise<void> {
     try {
-      const url = `${this.urls.ping([])}&status=start_failed&reason=${encodeURIComponent(reason.slice(0, 2000))}`;
+      const url = `${this.urls.ping([])}&status=start_failed&reason=${encodeURIComponent(reason.slice(0, 2000))}${permanent ? "&permanent=1" : ""}`;
       await (await fetch(url, { headers: this.#headers(false), signal: AbortSignal.timeout(5_000) })).body?.cancel();
     } catch (err) {
       this.log.warn("could not report the start failure", { error: String(err) });

@@ -5,6 +5,7 @@ import type { TakenJob } from "../protocol/worker-wire.ts";
 import type { Handler } from "../../sdk/define-handler.ts";
 import { execute } from "./executor.ts";
 import { resultBody } from "./result-body.ts";
+import { isPermanentStartError } from "./start-failure.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
 import type { OwnerLink } from "./owner-link.ts";
 import type { WorkerApi } from "./worker-api.ts";
@@ -87,7 +88,7 @@ export class WorkerLoop {
     try {
       await this.#o.handler.setup?.(this.#o.handlerOptions);
     } catch (err) {
-      await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+      await api.reportStartFailure(err instanceof Error ? `${err.name}: ${err.message}` : String(err), isPermanentStartError(err));
       throw err;
     }
     const { owner, workerId, drainTimeoutMs, timeoutGraceMs } = this.#o;
@@ -162,10 +163,19 @@ export class WorkerLoop {
       this.#o.exit(EXIT_REPLACE);
     });
 
+    let endReported = false;
+    const reportEnd = () => {
+      if (endReported) return;
+      endReported = true;
+      this.#o.owner?.report({ type: "job-end", jobId: job.id });
+    };
     const finished = (async () => {
       try {
         const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
         ended.abort();
+        // The handler is done: the owner stops timing the job now, so a result post that is slow
+        // or retried never gets a finished job's process ended for its deadline.
+        reportEnd();
         const stopPod = refresh ? { stopPod: true } : {};
         if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
         else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
@@ -176,7 +186,7 @@ export class WorkerLoop {
         log.error("posting the job's result failed", { jobId: job.id, error: String(err) });
       } finally {
         ended.abort();
-        this.#o.owner?.report({ type: "job-end", jobId: job.id });
+        reportEnd();
         this.#running.delete(job.id);
         this.#lastBusy = clock.now();
         this.#wake?.();

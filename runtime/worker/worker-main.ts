@@ -6,6 +6,7 @@ import { handlerOptions } from "./handler-options.ts";
 import { localInput, runOnce } from "./run-once.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV } from "../protocol/worker-env.ts";
 import { ownerLink } from "./owner-link.ts";
+import { cannotStart, isPermanentStartError } from "./start-failure.ts";
 import { selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
 import { WorkerLoop } from "./worker-loop.ts";
@@ -31,9 +32,16 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   const { values: flags } = parseArgs({ args: argv, options: WORKER_FLAGS, allowPositionals: false });
   const log = stderrLog;
   const hasServer = Boolean(flags.url || env.RUNPOD_WEBHOOK_GET_JOB);
-  const options = handlerOptions(handler, env); // bad settings stop the worker here, clearly
+  const local = flags.input !== undefined || !hasServer;
+  let options: unknown;
+  try {
+    options = handlerOptions(handler, env); // bad settings stop the worker here, clearly
+  } catch (err) {
+    if (local) throw err;
+    return cannotStart(err);
+  }
 
-  if (flags.input !== undefined || !hasServer) {
+  if (local) {
     const outcome = await runOnce(handler, await localInput(flags.input), log, options);
     if (outcome.kind === "output") {
       try {
@@ -82,7 +90,12 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));
   if (env[EXIT_WITH_PARENT_ENV] === "1") exitWithParent(log);
-  return loop.run();
+  try {
+    return await loop.run();
+  } catch (err) {
+    if (isPermanentStartError(err)) return cannotStart(err); // thrown by setup(): see PermanentStartError
+    throw err;
+  }
 }
 
 function exitWithParent(log: { warn: (m: string) => void }): void {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigError, parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
+import { ConfigError, loadConfig, parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { detectGpus, gpuCapacity, parseNvidiaSmi, type GpuDevice } from "../../runtime/config/gpus.ts";
 import { fakeNvidiaSmi, MIXED_CARDS } from "../helpers/fake-nvidia-smi.ts";
 
@@ -66,6 +66,16 @@ describe("GPUs at config load", () => {
     expect(max([{ id: "0" }, { id: "1" }, { id: "2" }, { id: "3" }])).toEqual({ echo: 3, cpu: 1, cuda: 4, pairs: 2, small: 4, set: 7, ext: 4 });
     // On a CPU host only CPU endpoints can start; a cuda one on the external provider gets 1.
     expect(load({ endpoints: { cpu: endpoints.cpu, ext: endpoints.ext } }, []).config.endpoints).toMatchObject({ cpu: { workersMax: 1 }, ext: { workersMax: 1 } });
+  });
+
+  test("default startTimeoutMs: 10 minutes for the bundled model endpoints (their setup loads weights), 2 for the others; a setting wins", async () => {
+    const builtIn = await loadConfig(undefined, { detectGpus: () => [] });
+    expect(Object.fromEntries(Object.entries(builtIn.endpoints).map(([id, ep]) => [id, ep.startTimeoutMs]))).toEqual({
+      echo: 120_000, words: 120_000, slow: 120_000, "image-quality": 600_000, "image-fast": 600_000, text: 600_000,
+    });
+    const { config } = load({ endpoints: { set: { handler: H, startTimeoutMs: 5_000, options: { device: "cpu" } }, ext: { options: { device: "cuda" } } } });
+    expect([config.endpoints.set!.startTimeoutMs, config.endpoints.ext!.startTimeoutMs]).toEqual([5_000, 600_000]);
+    expect(() => parseConfig({ endpoints: { e: { startTimeoutMs: 0 } } }, "spool.toml")).toThrow("spool.toml: endpoints.e.startTimeoutMs");
   });
 
   test("an endpoint whose worker can never be placed is refused at load, by name, with what is missing", () => {

@@ -33,6 +33,7 @@ describe("the dashboard's JSON", () => {
       scalerType: "QUEUE_DELAY",
       scalerValue: 4,
       startFailureLimit: 5,
+      startFailureWindowMs: 300000,
       onStartFailure: "fail",
       inputSchema: {
         $schema: "https://json-schema.org/draft/2020-12/schema",

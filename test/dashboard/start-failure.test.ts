@@ -10,7 +10,7 @@ test("the endpoint card shows why its workers cannot start, and what happens to 
   await using srv = await startTestServer({
     server: { scaleIntervalMs: 20 },
     endpoints: {
-      models: { handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, startFailureLimit: 1 },
+      models: { handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, startFailureLimit: 1, startFailureWindowMs: 0 },
       waits: { handler: FIXTURE, options: { model: "/nonexistent/weights.onnx" }, onStartFailure: "queue" },
     },
   });

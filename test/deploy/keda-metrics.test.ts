@@ -110,9 +110,16 @@ describe.each<Backend>(["sqlite", "redis"])("KEDA reads Spool's scale rule (%s s
     expect(exposition.value("spool_queue_oldest_age_seconds", { endpoint: "sdxl" })).toBe(4);
     expect(exposition.value("spool_desired_workers", { endpoint: "sdxl" })).toBe(2);
 
-    // The one worker takes both in turn: nothing waits, so the rule keeps the workers it has.
+    // The one worker takes both in turn: nothing waits, so the rule keeps the workers it has...
     for (let job = await w.take(); job; job = await w.take()) await w.done(job.id, { output: "image" });
     expect(await kedaReads(srv, trigger, secretValues)).toBe(1);
+    // ...until it has been idle for the endpoint's idleTimeout (5 s): then none is wanted, so a
+    // ScaledObject on this trigger scales in too. Its heartbeat goes on meanwhile.
+    clock.advance(4_999);
+    expect((await w.ping()).status).toBe(200);
+    expect(await kedaReads(srv, trigger, secretValues)).toBe(1);
+    clock.advance(1);
+    expect(await scaling()).toMatchObject({ queued: 0, workers: 1, desiredWorkers: 0 });
   });
 
   test("/scaling answers a read-only or client key; a worker key gets 401 and an unknown endpoint 404", async () => {

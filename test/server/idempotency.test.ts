@@ -25,7 +25,7 @@ describe("Idempotency-Key on /run and /runsync", () => {
   });
 
   test("a retry of a job accepted before the endpoint's workers began failing to start gets its job, not the 503", async () => {
-    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1 } } });
+    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1, startFailureWindowMs: 0 } } });
     const first = await srv.call("POST", "/v2/ext/run", { input: { n: 1 } }, idem("order-7"));
     const { id } = (await first.json()) as { id: string };
     // A worker of the endpoint reports that it cannot start: the endpoint refuses new work.

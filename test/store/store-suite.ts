@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { topics } from "../../runtime/server/store/store-events.ts";
+import { until } from "../helpers/until.ts";
 import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EndedJob, type NewJob, type Store, type StoredJob } from "../../runtime/server/store/store.ts";
 
 export const RETENTION = { syncMs: 60_000, asyncMs: 1_800_000 };
@@ -783,6 +784,27 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       for (let i = 0; i < 1_000 && heard.length < 3; i++) await Bun.sleep(1);
       expect(heard.sort()).toEqual([topics.keys, topics.queue("ep"), topics.stop("w")].sort());
       offs.forEach((off) => off());
+    }));
+
+    test("failed starts: an endpoint's run counts them, keeps its first time and whether any was permanent, ends when a worker starts; changes are announced", withStore(async (s) => {
+      let heard = 0;
+      const off = s.events.on(topics.startFailures, () => heard++);
+      const failure = (at: number, permanent = false) => ({ message: `failed at ${at}`, at, workerId: "w", exitCode: 1, output: "out\nlast line", permanent, retryAfterS: 2 });
+      expect(await s.startFailureRuns()).toEqual({});
+      expect(await s.addStartFailure("ep", failure(T0))).toEqual({ attempts: 1, firstAt: T0, permanent: false, last: failure(T0) });
+      expect(await s.addStartFailure("ep", failure(T0 + 5, true))).toEqual({ attempts: 2, firstAt: T0, permanent: true, last: failure(T0 + 5, true) });
+      expect(await s.addStartFailure("ep", failure(T0 + 9))).toEqual({ attempts: 3, firstAt: T0, permanent: true, last: failure(T0 + 9) });
+      await s.addStartFailure("other", { ...failure(T0 + 1), exitCode: undefined, signal: "SIGKILL" });
+      expect(await s.startFailureRuns()).toEqual({
+        ep: { attempts: 3, firstAt: T0, permanent: true, last: failure(T0 + 9) },
+        other: { attempts: 1, firstAt: T0 + 1, permanent: false, last: { ...failure(T0 + 1), exitCode: undefined, signal: "SIGKILL" } },
+      });
+      await s.endStartFailures("ep");
+      expect(await s.startFailureRuns()).toEqual({ other: { attempts: 1, firstAt: T0 + 1, permanent: false, last: { ...failure(T0 + 1), exitCode: undefined, signal: "SIGKILL" } } });
+      // A new run starts from nothing.
+      expect(await s.addStartFailure("ep", failure(T0 + 20))).toEqual({ attempts: 1, firstAt: T0 + 20, permanent: false, last: failure(T0 + 20) });
+      await until(() => heard >= 6, "six announcements");
+      off();
     }));
   });
 }

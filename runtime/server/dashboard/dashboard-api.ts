@@ -47,6 +47,7 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
           scalerType: ep.scalerType,
           scalerValue: ep.scalerValue,
           startFailureLimit: ep.startFailureLimit,
+          startFailureWindowMs: ep.startFailureWindowMs,
           onStartFailure: ep.onStartFailure,
           inputSchema: await inputSchema(id),
         };

@@ -113,7 +113,7 @@ export class ServerMetrics {
     this.#delay = histogram("spool_job_delay_seconds", `Time from entering the queue to being taken by a worker, of jobs that ended. ${PER_SERVER}`);
     this.#execution = histogram("spool_job_execution_seconds", `Time from being taken to the final state, of jobs that ended. ${PER_SERVER}`);
     this.#scaleUps = counter("spool_scale_ups_total", `Workers started by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
-    this.#startFailures = counter("spool_worker_start_failures_total", `Workers that exited before they were ready (setup threw, handler missing, killed at start). Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
+    this.#startFailures = counter("spool_worker_start_failures_total", `Workers that exited before they were ready (setup threw, handler missing, killed at start, ended at startTimeoutMs). Counted by the server whose worker failed (or that got its report).`, ["endpoint"]);
     this.#scaleDowns = counter("spool_scale_downs_total", `Idle workers stopped by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
     this.#webhooks = counter("spool_webhook_deliveries_total", `Webhook attempts by outcome: delivered, retried (failed, tried again later), given_up (failed for good). ${PER_SERVER}`, ["outcome"]);
     counter("spool_http_requests_total", `HTTP requests answered, by method, route template and status. ${PER_SERVER}`, ["method", "route", "status"], this.#http);

@@ -31,7 +31,7 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     const status = c.req.query("status");
     if (status === "start_failed") {
       // A worker whose setup failed, about to exit: not a worker that is up.
-      await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "");
+      await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "", c.req.query("permanent") === "1");
       return c.json({});
     }
     const endpointId = c.get("endpointId");

@@ -1,7 +1,7 @@
 import { gpuNeed, startsWorkers, type EndpointConfig } from "../../config/config.ts";
 import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import { join, resolve } from "node:path";
-import { EXIT_REPLACE } from "../../protocol/exit-codes.ts";
+import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
@@ -27,6 +27,8 @@ interface Managed {
   stopping: boolean;
   /** Heard from: it has reached the server at least once. */
   seen: boolean;
+  /** Ended for not being ready by its endpoint's startTimeoutMs: its exit is a failed start all the same. */
+  timedOut?: boolean;
 }
 
 const isEnding = (w: Managed): boolean => w.stopping || (w.handle.overdue?.() ?? false);
@@ -161,6 +163,7 @@ export class Scaler {
     const stats = await store.scalingStats(endpointId, now, this.#deps.config.server.workerLossTimeoutMs);
     const seen = new Map(stats.workers.map((w) => [w.id, w]));
     for (const id of seen.keys()) this.seen(id);
+    this.#endSlowStarts(endpointId, config, state, now);
     const live = [...state.workers].filter(([, w]) => !w.stopping);
     // The whole fleet, from the store: workers other servers started count against workersMax.
     const { current, initializing } = fleetOf(state.workers, stats);
@@ -258,7 +261,7 @@ export class Scaler {
       await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       state.workers.delete(workerId);
       this.#byId.delete(workerId);
-      if (managed.stopping || this.#stopped.signal.aborted) return;
+      if ((managed.stopping && !managed.timedOut) || this.#stopped.signal.aborted) return;
       if (code === EXIT_REPLACE) {
         log.info("worker asked to be replaced", { endpointId, workerId });
         return;
@@ -268,9 +271,39 @@ export class Scaler {
       const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** (state.crashes - 1));
       state.notBefore = clock.now() + backoff;
       if (managed.seen) log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
-      else await this.#deps.startFailures?.failed(endpointId, workerId, { code, ...(handle.exitDetail?.() ?? { output: "" }) }, backoff);
+      else await this.#startFailed(endpointId, workerId, managed, code, backoff);
     });
     return true;
+  }
+
+  /**
+   * Ends the endpoint's own workers not ready by its startTimeoutMs (a setup stalled on a dead
+   * socket, say). Each keeps its place against workersMax until its process has exited; its exit
+   * then frees its GPUs and counts as a failed start.
+   */
+  #endSlowStarts(endpointId: string, config: EndpointConfig, state: EndpointState, now: number): void {
+    for (const [workerId, w] of state.workers) {
+      if (w.seen || w.stopping || now - w.startedAt < config.startTimeoutMs) continue;
+      w.stopping = true;
+      w.timedOut = true;
+      this.#deps.log.warn("worker not ready by its start deadline; ending it", { endpointId, workerId, startTimeoutMs: config.startTimeoutMs });
+      w.handle.kill();
+    }
+  }
+
+  /** A worker that never became ready has exited: a failed start, permanent when its handler cannot load. */
+  async #startFailed(endpointId: string, workerId: string, w: Managed, code: number, retryInMs: number): Promise<void> {
+    const timedOutMs = w.timedOut ? this.#deps.config.endpoints[endpointId]!.startTimeoutMs : undefined;
+    const exit = { code, ...(w.handle.exitDetail?.() ?? { output: "" }), timedOutMs };
+    // 127: the provider could not run the handler binary at all (missing, not executable), as a shell says.
+    const permanent = !w.timedOut && (code === EXIT_START_PERMANENT || code === 127);
+    await this.#deps.startFailures?.failed(endpointId, workerId, exit, retryInMs, permanent);
+  }
+
+  /** Ends every worker process at once, draining none: the server is exiting now. */
+  kill(): void {
+    this.#stopped.abort();
+    for (const state of this.#endpoints.values()) for (const w of state.workers.values()) w.handle.kill();
   }
 
   /**

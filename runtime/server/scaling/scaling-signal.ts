@@ -2,8 +2,11 @@ import type { Clock } from "../../clock.ts";
 import type { Config, EndpointConfig } from "../../config/config.ts";
 import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
 import type { Store } from "../store/store.ts";
+import { othersKept } from "./fleet.ts";
 import { targetWorkers } from "./scale-decision.ts";
 import type { StartFailures } from "./start-failures.ts";
+
+const NONE = new Map<string, never>();
 
 export interface SignalDeps {
   store: Store;
@@ -17,15 +20,20 @@ export interface SignalDeps {
 
 /**
  * The endpoint's scaling signal, from one store.scalingStats call (constant cost in queue depth).
- * The desired count is scale-decision.ts's, with the connected workers as the current ones, so a
- * ScaledObject with targetValue 1 follows Spool's rule one to one.
+ * The desired count is scale-decision.ts's, with the connected workers as the current ones; with
+ * an empty queue only those Spool's scaler would keep (busy, or idle for less than idleTimeout),
+ * since QUEUE_DELAY keeps the current count while nothing waits: idle ones counted there would be
+ * wanted for ever. A ScaledObject with targetValue 1 so follows Spool's rule, scale-in included.
  */
 export async function scalingSignal(deps: SignalDeps, endpointId: string, endpoint: EndpointConfig): Promise<ScalingSignal> {
   const { store, config, clock } = deps;
   const now = clock.now();
   const stats = await store.scalingStats(endpointId, now, config.server.workerLossTimeoutMs);
   const initializing = deps.initializing?.(endpointId) ?? 0;
-  const current = stats.workers.length + initializing;
+  // While jobs wait every connected worker counts (each is about to take one); once none waits,
+  // only those Spool's scaler would keep, so an idle one past idleTimeout is no longer wanted.
+  const connected = stats.queued > 0 ? stats.workers.length : othersKept(NONE, stats, endpoint.idleTimeout * 1000, now);
+  const current = connected + initializing;
   return {
     endpointId,
     queued: stats.queued,

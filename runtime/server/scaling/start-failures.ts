@@ -6,23 +6,9 @@ import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/j
 import { HttpError } from "../http/http-error.ts";
 import type { JobEvents } from "../jobs/job-events.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
-import type { Store } from "../store/store.ts";
-
-/** How a worker that never became ready ended: its exit code or signal and its last error output. */
-export interface StartExit {
-  code?: number;
-  signal?: string;
-  /** The last lines it wrote to stderr (or the reason it reported itself). */
-  output: string;
-}
-
-interface Failing {
-  attempts: number;
-  last: StartErrorReport;
-  /** The whole error output, for the failed jobs' traceback. */
-  output: string;
-  retryAfterS: number;
-}
+import { topics } from "../store/store-events.ts";
+import type { StartFailure, StartFailureRun, Store } from "../store/store.ts";
+import { startErrorMessage, type StartExit } from "./start-error-message.ts";
 
 export interface StartFailuresDeps {
   config: Config;
@@ -39,40 +25,83 @@ const REPORTED_RETRY_MS = 10_000;
 const FAIL_BATCH = 500;
 
 /**
- * Workers that exit before they are ready, per endpoint: consecutive failed starts since a
- * worker last reached the server. Once `startFailureLimit` is reached on an endpoint with
- * onStartFailure "fail", its queued jobs end FAILED naming the error and new submissions are
- * refused with 503 until a worker is ready again; with "queue" they keep waiting.
+ * Workers that exit before they are ready, per endpoint: its run of failed starts since a worker
+ * last reached a server, kept in the store so that every server on it answers alike. On an
+ * endpoint with onStartFailure "fail" the run refuses work (its queued jobs end FAILED naming the
+ * error, new submissions get 503) at its first permanent failure (the handler cannot load), or
+ * once it has both `startFailureLimit` failures and lasted `startFailureWindowMs`; with "queue"
+ * jobs keep waiting. Each server keeps the runs in memory, read again whenever the store announces
+ * a change, so a submission's check costs no store call.
  */
 export class StartFailures {
   readonly #deps: StartFailuresDeps;
-  readonly #failing = new Map<string, Failing>();
+  #runs = new Map<string, StartFailureRun>();
+  /** Endpoints whose run this server is ending: a read from before the end does not bring it back. */
+  readonly #ending = new Set<string>();
+  #reading: Promise<void> | undefined;
+  /** A change happened during the read in progress: its result is stale, so it reads again. */
+  #again = false;
+  readonly #off: () => void;
 
   constructor(deps: StartFailuresDeps) {
     this.#deps = deps;
+    this.#off = deps.store.events.on(topics.startFailures, () => void this.refresh());
+    void this.refresh();
   }
 
-  /** A worker of the endpoint ended before it was ready; `retryInMs` is when the next start is tried. */
-  async failed(endpointId: string, workerId: string, exit: StartExit, retryInMs: number): Promise<void> {
-    const { clock, log, metrics, config } = this.#deps;
-    const endpoint = config.endpoints[endpointId];
-    if (!endpoint) return; // not one of this server's endpoints
-    const message = startErrorMessage(exit);
-    const attempts = (this.#failing.get(endpointId)?.attempts ?? 0) + 1;
-    const refusing = attempts >= endpoint.startFailureLimit && endpoint.onStartFailure === "fail";
-    const last: StartErrorReport = {
-      message,
-      at: new Date(clock.now()).toISOString(),
-      attempts,
+  /** Reads every endpoint's run from the store (reads asked for during one are made once, after it). */
+  refresh(): Promise<void> {
+    if (this.#reading) {
+      this.#again = true;
+      return this.#reading;
+    }
+    this.#reading = (async () => {
+      do {
+        this.#again = false;
+        try {
+          const runs = Object.entries(await this.#deps.store.startFailureRuns());
+          if (!this.#again) this.#runs = new Map(runs.filter(([ep]) => !this.#ending.has(ep)));
+        } catch (err) {
+          this.#deps.log.warn("could not read the endpoints' failed worker starts", { error: String(err) });
+        }
+      } while (this.#again);
+    })().finally(() => (this.#reading = undefined));
+    return this.#reading;
+  }
+
+  close(): void {
+    this.#off();
+  }
+
+  /**
+   * A worker of the endpoint ended before it was ready; `retryInMs` is when the next start is
+   * tried; `permanent`: the handler cannot load, so trying again will not help.
+   */
+  async failed(endpointId: string, workerId: string, exit: StartExit, retryInMs: number, permanent = false): Promise<void> {
+    const { clock, log, metrics, config, store } = this.#deps;
+    if (!config.endpoints[endpointId]) return; // not one of this server's endpoints
+    const failure: StartFailure = {
+      message: startErrorMessage({ ...exit, permanent }),
+      at: clock.now(),
+      workerId,
       ...(exit.code !== undefined ? { exitCode: exit.code } : {}),
       ...(exit.signal ? { signal: exit.signal } : {}),
-      refusing,
-      onStartFailure: endpoint.onStartFailure,
+      output: exit.output,
+      permanent,
+      retryAfterS: Math.max(1, Math.ceil(retryInMs / 1000)),
     };
-    this.#failing.set(endpointId, { attempts, last, output: exit.output, retryAfterS: Math.max(1, Math.ceil(retryInMs / 1000)) });
     metrics?.startFailed(endpointId);
-    log.warn(`worker failed to start: ${message}`, { endpointId, workerId, attempts, code: exit.code, signal: exit.signal, retryInMs });
-    if (refusing) await this.#failQueued(endpointId, workerId);
+    let run: StartFailureRun;
+    try {
+      run = await store.addStartFailure(endpointId, failure);
+    } catch (err) {
+      log.error(`worker failed to start, and the store did not record it: ${failure.message}`, { endpointId, workerId, error: String(err) });
+      return;
+    }
+    this.#runs.set(endpointId, run);
+    this.#again = true;
+    log.warn(`worker failed to start: ${failure.message}`, { endpointId, workerId, attempts: run.attempts, code: exit.code, signal: exit.signal, retryInMs, permanent });
+    if (this.#refusing(endpointId, run)) await this.#failQueued(endpointId, workerId, run);
   }
 
   /**
@@ -80,47 +109,77 @@ export class StartFailures {
    * Workers this server's scaler starts are judged by their exit instead (it keeps their error
    * output); an endpoint with a handler and the external provider counts the reports.
    */
-  async reported(endpointId: string, workerId: string, reason: string): Promise<void> {
+  async reported(endpointId: string, workerId: string, reason: string, permanent = false): Promise<void> {
     const endpoint = this.#deps.config.endpoints[endpointId];
     if (!endpoint || startsWorkers(this.#deps.config, endpoint)) return;
-    await this.failed(endpointId, workerId, { output: reason.slice(-4000) }, REPORTED_RETRY_MS);
+    await this.failed(endpointId, workerId, { output: reason.slice(-4000) }, REPORTED_RETRY_MS, permanent);
   }
 
   /** A worker of the endpoint reached the server: it starts, so everything is as before. */
   ready(endpointId: string): void {
-    if (!this.#failing.delete(endpointId)) return;
+    if (!this.#runs.delete(endpointId)) return;
     this.#deps.log.info("a worker started again; the endpoint takes jobs", { endpointId });
+    this.#ending.add(endpointId);
+    void this.#deps.store
+      .endStartFailures(endpointId)
+      .catch((err) => this.#deps.log.warn("could not record that a worker started", { endpointId, error: String(err) }))
+      .finally(() => {
+        this.#ending.delete(endpointId);
+        void this.refresh();
+      });
   }
 
-  /** Consecutive failed starts of the endpoint and the last one's error (undefined while workers start). */
+  /** The endpoint's failed starts in a row and the last one's error (undefined while workers start). */
   report(endpointId: string): { failing: number; lastStartError: StartErrorReport } | undefined {
-    const f = this.#failing.get(endpointId);
-    return f && { failing: f.attempts, lastStartError: f.last };
+    const run = this.#runs.get(endpointId);
+    const endpoint = this.#deps.config.endpoints[endpointId];
+    if (!run || !endpoint) return undefined;
+    const { last } = run;
+    return {
+      failing: run.attempts,
+      lastStartError: {
+        message: last.message,
+        at: new Date(last.at).toISOString(),
+        attempts: run.attempts,
+        ...(last.exitCode !== undefined ? { exitCode: last.exitCode } : {}),
+        ...(last.signal ? { signal: last.signal } : {}),
+        permanent: run.permanent,
+        refusing: this.#refusing(endpointId, run),
+        onStartFailure: endpoint.onStartFailure,
+      },
+    };
   }
 
   /** Whether the endpoint's workers keep failing to start: the scaler keeps trying even with nothing queued. */
   retrying(endpointId: string): boolean {
-    return this.#failing.get(endpointId)?.last.refusing === true;
+    const run = this.#runs.get(endpointId);
+    return run !== undefined && this.#refusing(endpointId, run);
   }
 
   /** The 503 a submission to the endpoint gets while it refuses work; undefined otherwise. */
   refusal(endpointId: string): HttpError | undefined {
-    const f = this.#failing.get(endpointId);
-    if (!f?.last.refusing) return undefined;
+    const run = this.#runs.get(endpointId);
+    if (!run || !this.#refusing(endpointId, run)) return undefined;
     return new HttpError(
       503,
-      `no worker of ${endpointId} can start (${f.attempts} failed starts): ${f.last.message}`,
-      { "retry-after": String(f.retryAfterS) },
+      `no worker of ${endpointId} can start (${failedStarts(run.attempts)}): ${run.last.message}`,
+      { "retry-after": String(run.last.retryAfterS) },
     );
   }
 
-  async #failQueued(endpointId: string, workerId: string): Promise<void> {
+  /** The run refuses work: the first permanent failure, or the limit over the window; never with "queue". */
+  #refusing(endpointId: string, run: StartFailureRun): boolean {
+    const endpoint = this.#deps.config.endpoints[endpointId];
+    if (endpoint?.onStartFailure !== "fail") return false;
+    return run.permanent || (run.attempts >= endpoint.startFailureLimit && run.last.at - run.firstAt >= endpoint.startFailureWindowMs);
+  }
+
+  async #failQueued(endpointId: string, workerId: string, run: StartFailureRun): Promise<void> {
     const { store, clock, jobEvents, log } = this.#deps;
-    const f = this.#failing.get(endpointId)!;
     const error = JSON.stringify({
       error_type: WORKER_START_ERROR_TYPE,
-      error_message: `no worker of ${endpointId} could start (${f.attempts} failed starts): ${f.last.message}`,
-      error_traceback: f.output,
+      error_message: `no worker of ${endpointId} could start (${failedStarts(run.attempts)}): ${run.last.message}`,
+      error_traceback: run.last.output,
       hostname: hostname(),
       worker_id: workerId,
       runpod_version: "spool",
@@ -140,11 +199,4 @@ export class StartFailures {
   }
 }
 
-/** One line that says why: the last error line of its output, with how it ended. */
-export function startErrorMessage(exit: StartExit): string {
-  const lines = exit.output.split("\n").map((l) => l.trim()).filter((l) => l && !/^at\s/.test(l) && !/^\d+ \|/.test(l));
-  const line = lines.findLast((l) => /error|not found|cannot|failed|denied|killed|memory/i.test(l)) ?? lines.at(-1);
-  if (exit.code === undefined && !exit.signal) return line ?? "the worker reported that it cannot start";
-  const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
-  return line ? `${line} (${how} before it was ready)` : `the worker ${how} before it was ready`;
-}
+const failedStarts = (n: number) => `${n} failed start${n === 1 ? "" : "s"}`;

@@ -10,6 +10,8 @@ export const topics = {
   webhooks: "webhooks",
   /** An API key was revoked: cached key lookups are stale. */
   keys: "keys",
+  /** An endpoint's run of failed worker starts grew or ended: cached runs are stale. */
+  startFailures: "start-failures",
 };
 
 /** Wake-ups for long-polls. In one process an emitter; across servers, a backend's pub/sub. */

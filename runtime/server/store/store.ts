@@ -199,6 +199,32 @@ export interface ScalingStats {
   workers: { id: string; running: number; unhealthy: boolean; lastActive?: number }[];
 }
 
+/** One failed worker start, as the store keeps the last of a run of them. */
+export interface StartFailure {
+  /** One line that says why. */
+  message: string;
+  at: number;
+  workerId: string;
+  exitCode?: number;
+  signal?: string;
+  /** The worker's last error output (the failed jobs' traceback). */
+  output: string;
+  /** Trying again will not help: the handler cannot load, or its setup said so. */
+  permanent: boolean;
+  /** Seconds until the next start is tried (Retry-After of a refused submission). */
+  retryAfterS: number;
+}
+
+/** An endpoint's failed starts since a worker of it last started; every server reads the same. */
+export interface StartFailureRun {
+  attempts: number;
+  /** When the run's first failure was recorded. */
+  firstAt: number;
+  /** Whether any failure of the run was permanent. */
+  permanent: boolean;
+  last: StartFailure;
+}
+
 export interface WorkerReport {
   /** Job ids the worker says it is running (ping's job_id). */
   runningIds?: string[];
@@ -330,6 +356,15 @@ export interface Store {
    * housekeeping and scaling duties run only on the server that holds their lease.
    */
   tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean>;
+  /**
+   * Adds a failed start to the endpoint's run (starting one when there is none) and returns the
+   * run; announces topics.startFailures.
+   */
+  addStartFailure(endpointId: string, failure: StartFailure): Promise<StartFailureRun>;
+  /** Every endpoint's run of failed starts, by endpoint id (one read, whatever their number). */
+  startFailureRuns(): Promise<Record<string, StartFailureRun>>;
+  /** A worker of the endpoint started: its run ends. Announces topics.startFailures when there was one. */
+  endStartFailures(endpointId: string): Promise<void>;
 
   addKey(key: ApiKeyRecord): Promise<void>;
   findKey(hash: string): Promise<ApiKeyRecord | null>;

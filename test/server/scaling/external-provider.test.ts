@@ -74,7 +74,7 @@ describe('provider = "external"', () => {
 
   test("an endpoint with a handler on the external provider: a worker's start-failure report counts, and /scaling still asks for one worker once its jobs failed", async () => {
     const provider = new RecordingProvider();
-    await using srv = await startTestServer({ provider, endpoints: { ext: { handler: ECHO, provider: "external", startFailureLimit: 1 } } });
+    await using srv = await startTestServer({ provider, endpoints: { ext: { handler: ECHO, provider: "external", startFailureLimit: 1, startFailureWindowMs: 0 } } });
     const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
     expect((await srv.json("GET", "/v2/ext/scaling"))[1]).toMatchObject({ queued: 1, desiredWorkers: 1 });
 

@@ -16,7 +16,8 @@ async function failingServer(endpoint: NonNullable<ConfigInput["endpoints"]>[str
   return startTestServer({
     log,
     server: { scaleIntervalMs: 20 },
-    endpoints: { ep: { startFailureLimit: 2, idleTimeout: 3600, rateLimits: { status: { requests: 1_000_000 } }, ...endpoint } },
+    // No window: the limit alone makes the endpoint fail (the window has tests of its own).
+    endpoints: { ep: { startFailureLimit: 2, startFailureWindowMs: 0, idleTimeout: 3600, rateLimits: { status: { requests: 1_000_000 } }, ...endpoint } },
   });
 }
 const health = async (srv: TestServer) => (await srv.json("GET", "/v2/ep/health"))[1];
@@ -105,7 +106,7 @@ describe("workers that cannot start", () => {
   }, 90_000);
 
   test("a worker that connects itself reports its start failure on a ping; its next request clears it", async () => {
-    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1 } } });
+    await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1, startFailureWindowMs: 0 } } });
     const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
     const worker = Bun.spawn(
       [process.execPath, resolve(import.meta.dir, "../../../runtime/cli.ts"), "worker", FIXTURE, "--no-supervise", "--url", srv.url, "--endpoint", "ext", "--worker-id", "outside-1"],

@@ -38,6 +38,8 @@ export interface EndpointInfo {
   scalerValue: number;
   /** Failed worker starts in a row before onStartFailure applies. */
   startFailureLimit: number;
+  /** How long starts must have failed, with none ready, before onStartFailure applies (bar permanent failures). */
+  startFailureWindowMs: number;
   /** fail: queued jobs fail and submissions are refused at the limit; queue: they keep waiting. */
   onStartFailure: "fail" | "queue";
   inputSchema: JsonSchema | null;

@@ -89,13 +89,16 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
   );
 }
 
+/** 300000 as "5 min", 90000 as "90 s". */
+const duration = (ms: number) => (ms >= 60_000 && ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1000} s`);
+
 /** Why the endpoint's workers fail to start, and what it does with jobs meanwhile (the operator's choice). */
 function StartError({ endpoint, report }: { endpoint: EndpointInfo; report: NonNullable<Health["lastStartError"]> }) {
   const policy = report.refusing
     ? "Queued jobs were failed and new submissions are refused until a worker starts."
     : endpoint.onStartFailure === "queue"
       ? "Jobs stay queued (this endpoint keeps them while workers fail to start)."
-      : `Jobs stay queued until ${endpoint.startFailureLimit} failed starts in a row, then fail.`;
+      : `Jobs stay queued until ${endpoint.startFailureLimit} failed starts in a row over ${duration(endpoint.startFailureWindowMs)}, then fail.`;
   return (
     <div role="alert" class="start-error" data-start-error>
       <strong>Workers cannot start</strong> ({report.attempts} failed {report.attempts === 1 ? "start" : "starts"}, last {new Date(report.at).toLocaleTimeString()})

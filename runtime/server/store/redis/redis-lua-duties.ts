@@ -1,3 +1,5 @@
+import { topics } from "../store-events.ts";
+
 /** Lua for reads that must be consistent, housekeeping, workers, leases, limits and webhooks. */
 export const DUTY_SCRIPTS = {
   /** ARGV5 endpoint, ARGV6 loss timeout. Returns [completed, failed, inProgress, inQueue, retried, idle, running, unhealthy]. */
@@ -190,6 +192,26 @@ local cur = redis.call('GET', k)
 if cur and cur ~= ARGV[6] then return 0 end
 redis.call('SET', k, ARGV[6], 'PX', ARGV[7])
 return 1`,
+
+  /**
+   * A failed worker start: ARGV5 endpoint, ARGV6 its time, ARGV7 '1' when permanent, ARGV8 the
+   * failure's JSON. Each endpoint's run is four fields of the hash startfail (<ep>:n, :first,
+   * :perm, :last). Returns {attempts, first, perm}.
+   */
+  startFailed: `
+local k, ep = P .. 'startfail', ARGV[5]
+local attempts = redis.call('HINCRBY', k, ep .. ':n', 1)
+redis.call('HSETNX', k, ep .. ':first', ARGV[6])
+if ARGV[7] == '1' then redis.call('HSET', k, ep .. ':perm', '1') end
+redis.call('HSET', k, ep .. ':last', ARGV[8])
+pub('${topics.startFailures}')
+return {attempts, redis.call('HGET', k, ep .. ':first'), redis.call('HGET', k, ep .. ':perm') or '0'}`,
+
+  /** A worker of ARGV5 (endpoint) started: its run of failed starts ends. */
+  startEnded: `
+local k, ep = P .. 'startfail', ARGV[5]
+if redis.call('HDEL', k, ep .. ':n', ep .. ':first', ep .. ':perm', ep .. ':last') > 0 then pub('${topics.startFailures}') end
+return 0`,
 
   /**
    * Reserves admissions for one server: ARGV5 bucket, ARGV6 requests per window, ARGV7

@@ -4,7 +4,8 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, IdempotencyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, Store, StoreOptions, StoredJob,
+  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, IdempotencyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, StoreOptions,
+  StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport, WorkerTouch,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
@@ -13,6 +14,7 @@ import { keepSubscribed, RedisEvents } from "./redis-events.ts";
 import { redisReservations } from "./redis-reservations.ts";
 import { costE10, endedFromReply, fromReply, replyFields, toEndedJob, toJob, type JobReply } from "./redis-job-codec.ts";
 import { RedisScripts } from "./redis-scripts.ts";
+import { runsFromHash } from "./redis-start-failures.ts";
 import { enqueued, idempotencyRecord, idempotencyScope, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
 
@@ -272,6 +274,19 @@ export class RedisStore implements Store {
 
   async tryLease(name: string, holder: string, ttlMs: number, now: number): Promise<boolean> {
     return (await this.#scripts.run("lease", [now, name, holder, ttlMs])) === 1;
+  }
+
+  async addStartFailure(endpointId: string, failure: StartFailure): Promise<StartFailureRun> {
+    const [attempts, first, perm] = (await this.#scripts.run("startFailed", [failure.at, endpointId, failure.at, failure.permanent ? "1" : "0", JSON.stringify(failure)])) as [number, string, string];
+    return { attempts: Number(attempts), firstAt: Number(first), permanent: perm === "1", last: failure };
+  }
+
+  async startFailureRuns(): Promise<Record<string, StartFailureRun>> {
+    return runsFromHash(await this.#hash("startfail"));
+  }
+
+  async endStartFailures(endpointId: string): Promise<void> {
+    await this.#scripts.run("startEnded", [0, endpointId]);
   }
 
   async addKey(key: ApiKeyRecord): Promise<void> {

@@ -1,5 +1,14 @@
+/** Each endpoint's run of failed worker starts (StartFailureRun); `last` is the last failure's JSON. */
+const START_FAILURES = `CREATE TABLE IF NOT EXISTS start_failures (
+  endpoint TEXT PRIMARY KEY,
+  attempts INTEGER NOT NULL,
+  first_at INTEGER NOT NULL,
+  permanent INTEGER NOT NULL,
+  last TEXT NOT NULL
+) WITHOUT ROWID;`;
+
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 13;
+export const SCHEMA_VERSION = 14;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -79,6 +88,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
   next_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS webhook_due ON webhook_deliveries(next_at);
+${START_FAILURES}
 `;
 
 /** Steps from one schema version to the next, run in order on an older file. */
@@ -131,6 +141,8 @@ export const MIGRATIONS: Record<number, string> = {
        UPDATE idempotency_keys SET expires_at = COALESCE((SELECT expires_at FROM jobs WHERE jobs.id = idempotency_keys.job_id), 0);
        DROP INDEX IF EXISTS idempotency_keys_job;
        CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys(expires_at);`,
+  // Failed worker starts, kept in the store so that they outlast a restart (and a lease move on Redis).
+  14: START_FAILURES,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

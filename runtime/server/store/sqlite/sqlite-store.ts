@@ -12,10 +12,11 @@ import { duties } from "./sqlite-duties.ts";
 import { jobReads } from "./sqlite-job-reads.ts";
 import { jobTransitions } from "./sqlite-job-transitions.ts";
 import { apiKeys } from "./sqlite-keys.ts";
+import { startFailures } from "./sqlite-start-failures.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite-schema.ts";
 import type {
   CancelOutcome,
-  Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
   WorkerTouch,
 } from "../store.ts";
@@ -273,6 +274,18 @@ export class SqliteStore implements Store {
   /** One server owns an embedded store: it always holds every lease. */
   async tryLease(): Promise<boolean> {
     return true;
+  }
+
+  async addStartFailure(endpointId: string, failure: StartFailure): Promise<StartFailureRun> {
+    return this.#tx((announce) => startFailures.add(this.#sql, endpointId, failure, announce));
+  }
+
+  async startFailureRuns(): Promise<Record<string, StartFailureRun>> {
+    return startFailures.all(this.#sql);
+  }
+
+  async endStartFailures(endpointId: string): Promise<void> {
+    await this.#tx((announce) => startFailures.end(this.#sql, endpointId, announce));
   }
 
   async addKey(key: ApiKeyRecord): Promise<void> {
