@@ -88,6 +88,16 @@ export class OwnedWorker {
   /** Resolves once the process is gone and the owner's end of its watch channel is closed. */
   readonly closed: Promise<void>;
 
+  /**
+   * True while a stop was relayed for a job the process has not reported started yet (its
+   * take's answer and the cancel crossed): it holds a cancelled job, so it is ending, not idle.
+   */
+  get stopsPending(): boolean {
+    const now = this.#now();
+    for (const at of this.#pending.values()) if (now - at <= PENDING_STOP_MS) return true;
+    return false;
+  }
+
   /** The worker id the process said hello with; undefined until it has. */
   get workerId(): string | undefined {
     return this.#workerId;
@@ -110,7 +120,7 @@ export class OwnedWorker {
       if (expected !== undefined && msg.workerId !== expected) {
         // Its stops could not be relayed: a process nobody can cancel is not left running.
         this.options.log.warn("a worker process said hello with a worker id it was not given; ending it", { pid: this.proc.pid, expected, said: msg.workerId });
-        this.stop(0);
+        this.proc.kill("SIGKILL");
         return;
       }
       this.#drainMs = Math.min(MAX_DRAIN_MS, Math.max(0, Number(msg.drainMs) || 0));

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { ManualClock } from "../../runtime/clock.ts";
 import { silentLog } from "../../runtime/log.ts";
-import { OwnedWorker, type StopSource } from "../../runtime/process/owned-worker.ts";
+import { OwnedWorker, PENDING_STOP_MS, type StopSource } from "../../runtime/process/owned-worker.ts";
 import { alive } from "../helpers/stuck-pids.ts";
 import { until } from "../helpers/until.ts";
 
@@ -113,27 +113,40 @@ describe("the owner of a worker process", () => {
     stops.release(["b"]);
     await until(() => c.count(STOP_LINE("b")) === 1, "the stop to reach the process");
     expect(c.owned.watchdog.overdue).toBe(false);
+    // It holds a cancelled job it has not reported yet: ending, not idle.
+    expect(c.owned.stopsPending).toBe(true);
     await c.start("b", 1);
     await until(() => c.count(STOP_LINE("b")) === 2, "the stop to be passed again");
     expect(c.owned.watchdog.overdue).toBe(true);
+    expect(c.owned.stopsPending).toBe(false);
     await until(() => c.clock.dueTimes.includes(c.t0 + JOB_GRACE_MS), "the job's grace to start");
     c.clock.advance(JOB_GRACE_MS);
     await sigtermSeen(c);
   }, 30_000);
 
-  test("a hello naming a worker id the owner did not give is not believed: no stop list is taken for it", async () => {
+  test("a hello naming a worker id the owner did not give is not believed: no stop list is taken for it, and the process, which nobody could cancel, is ended", async () => {
     const stops = testStops();
     const proc = Bun.spawn([process.execPath, FIXTURE], { stdio: ["pipe", "ignore", "inherit", "pipe"] });
     const owned = new OwnedWorker(proc, { killGraceMs: KILL_GRACE_MS, log: silentLog, clock: new ManualClock(), stopsFor: stops.stopsFor, workerId: "given-1" });
     try {
-      // The fixture says hello as child-1; a job it then reports is watched all the same.
-      proc.stdin.write(`${JSON.stringify({ start: "j1" })}\n`);
-      proc.stdin.flush();
-      await until(() => owned.watchdog.running === 1, "job j1 reported started");
+      // The fixture says hello as child-1: it is ended at once (no grace), never relayed a stop.
+      await proc.exited;
+      expect(proc.signalCode).toBe("SIGKILL");
       expect([owned.workerId, stops.asked()]).toEqual([undefined, undefined]);
     } finally {
       proc.kill("SIGKILL");
-      await proc.exited;
     }
   });
+
+  test("a stop for a job the process has not started within 30 s is forgotten: a later start of that job (a retry handed to it again) is not cancelled", async () => {
+    const stops = testStops();
+    await using c = await ownedChild(stops.stopsFor);
+    stops.release(["b"]);
+    await until(() => c.count(STOP_LINE("b")) === 1, "the stop to reach the process");
+    c.clock.advance(PENDING_STOP_MS + 1);
+    expect(c.owned.stopsPending).toBe(false);
+    await c.start("b", 1);
+    expect(c.count(STOP_LINE("b"))).toBe(1);
+    expect(c.owned.watchdog.overdue).toBe(false);
+  }, 30_000);
 });

@@ -78,7 +78,7 @@ export class LocalProcessProvider implements WorkerProvider {
       }),
       stop: (graceMs) => owned.stop(graceMs),
       kill: () => proc.kill("SIGKILL"),
-      overdue: () => watchdog.overdue,
+      overdue: () => watchdog.overdue || owned.stopsPending,
       exitDetail: () => ({ signal: proc.signalCode ?? undefined, output: tail.text() }),
     };
   }
