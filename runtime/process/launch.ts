@@ -47,12 +47,15 @@ export function launchWorker(command: string[], options: LaunchOptions): Launche
   });
   const group = proc.pid;
   let signalCode: string | null = null;
+  // Once the tree is gone its group id may be reused: nothing is signalled after that.
+  let gone = false;
   const exited = proc.exited.then(async (code) => {
     // bwrap reports a worker killed by a signal as 128 + the signal; a process group's leftover
     // helpers are ended here, and the worker counts as gone only once they are.
     if (proc.signalCode) signalCode = String(proc.signalCode);
     else if (sandboxed && code > 128) signalCode = signalName(code - 128);
     if (signalGroup(group, "SIGKILL")) await groupGone(group, TREE_GONE_BOUND_MS);
+    gone = true;
     return code;
   });
   return {
@@ -66,6 +69,7 @@ export function launchWorker(command: string[], options: LaunchOptions): Launche
       return signalCode;
     },
     kill(signal: NodeJS.Signals | number = "SIGTERM") {
+      if (gone) return;
       if (signal === "SIGKILL" || signal === 9) {
         signalGroup(group, "SIGKILL");
         proc.kill("SIGKILL");
