@@ -3,13 +3,13 @@ import { join } from "node:path";
 
 export const ROOT = join(import.meta.dir, "../..");
 
-/** README.md and every Markdown file under docs/, as paths relative to the checkout. */
+/** The README, CONTRIBUTING.md, the changelog and every Markdown file under docs/, as paths relative to the checkout. */
 export function docFiles(): string[] {
   const walk = (dir: string): string[] =>
     readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
       e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith(".md") ? [join(dir, e.name)] : [],
     );
-  return ["README.md", ...walk("docs")];
+  return ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", ...walk("docs")];
 }
 
 export interface Fence {
@@ -53,4 +53,20 @@ export function section(text: string, heading: string): string {
   const body = text.slice(start + heading.length + 5);
   const end = body.search(/^## /m);
   return end < 0 ? body : body.slice(0, end);
+}
+
+/** The text of one `### ` part inside a section, heading excluded, up to the next `### ` heading. */
+export function part(text: string, heading: string): string {
+  const start = text.indexOf(`\n### ${heading}\n`);
+  if (start < 0) throw new Error(`no part "### ${heading}"`);
+  const body = text.slice(start + heading.length + 6);
+  const end = body.search(/^### /m);
+  return end < 0 ? body : body.slice(0, end);
+}
+
+/** The text of a section before its first `### ` part. */
+export function before(text: string, heading: string): string {
+  const end = text.indexOf(`\n### ${heading}\n`);
+  if (end < 0) throw new Error(`no part "### ${heading}"`);
+  return text.slice(0, end);
 }
