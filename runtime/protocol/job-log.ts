@@ -23,16 +23,16 @@ export const jobLogPostSchema = z.object({ logs: z.array(jobLogLineSchema).max(1
 export type JobLogPost = z.infer<typeof jobLogPostSchema>;
 
 /** Answer of job-log: `truncated` once the job's log reached its limit (later lines are not kept). */
-export interface JobLogPostAnswer {
-  truncated: boolean;
-}
+export const jobLogPostAnswerSchema = z.object({ truncated: z.boolean() });
+export type JobLogPostAnswer = z.infer<typeof jobLogPostAnswerSchema>;
 
 /** Answer of GET /v2/<endpoint>/logs/<id>: the lines from `since` on, and whether lines were cut. */
-export interface JobLogsResponse {
-  id: string;
-  logs: JobLogLine[];
-  truncated: boolean;
-}
+export const jobLogsResponseSchema = z.object({
+  id: z.string(),
+  logs: z.array(jobLogLineSchema),
+  truncated: z.boolean().describe("The log reached server.logMaxBytes: its last line says so, and later lines were not kept"),
+});
+export type JobLogsResponse = z.infer<typeof jobLogsResponseSchema>;
 
 /** What a line weighs against the job's log limit: its message's UTF-8 bytes and a little for its time and level. */
 export const logLineBytes = (line: JobLogLine): number => Buffer.byteLength(line.message) + 16;
