@@ -35,7 +35,22 @@ export const jobLogsResponseSchema = z.object({
 export type JobLogsResponse = z.infer<typeof jobLogsResponseSchema>;
 
 /** What a line weighs against the job's log limit: its message's UTF-8 bytes and a little for its time and level. */
-export const logLineBytes = (line: JobLogLine): number => Buffer.byteLength(line.message) + 16;
+export const logLineBytes = (line: JobLogLine): number => utf8Length(line.message) + 16;
+
+/** UTF-8 bytes of a string, counted without encoding it (a lone surrogate counts as 3, as it is written). */
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
 
 /** The one line that closes a job's log at its limit. */
 export function cutLine(time: number, maxBytes: number): JobLogLine {
