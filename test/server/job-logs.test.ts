@@ -90,6 +90,30 @@ describe("job logs", () => {
     }
   });
 
+  test("with two jobs running at once in one worker, each job's log has its ctx.log lines only", async () => {
+    await using srv = await startTestServer({ server: polling });
+    await using _worker = spawnProcess([process.execPath, CLI, "worker", join(ROOT, "test/fixtures/log-many-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+    const dir = mkdtempSync(join(tmpdir(), "spool-logs-"));
+    try {
+      const go = join(dir, "go");
+      const ids: string[] = [];
+      for (const name of ["a", "b"]) ids.push((await srv.json("POST", "/v2/echo/run", { input: { go, name } }))[1].id);
+      const status = async (id: string) => (await srv.json("GET", `/v2/echo/status/${id}`))[1].status;
+      await until(async () => (await Promise.all(ids.map(status))).every((s) => s === "IN_PROGRESS"), "both jobs to run");
+      writeFileSync(go, "");
+      // Both jobs print and log while both run; they end only once both lines are kept.
+      const logged = async (id: string) => (await srv.json("GET", `/v2/echo/logs/${id}`))[1].logs.length > 0;
+      await until(async () => (await Promise.all(ids.map(logged))).every(Boolean), "both jobs' ctx.log lines");
+      writeFileSync(`${go}.end`, "");
+      await until(async () => (await Promise.all(ids.map(status))).every((s) => s === "COMPLETED"), "both jobs to end");
+      // What was printed cannot be told apart between the two jobs, so neither keeps it.
+      expect(untimed((await srv.json("GET", `/v2/echo/logs/${ids[0]}`))[1].logs)).toEqual([{ level: "info", message: "logged by a" }]);
+      expect(untimed((await srv.json("GET", `/v2/echo/logs/${ids[1]}`))[1].logs)).toEqual([{ level: "info", message: "logged by b" }]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a job's log stops at server.logMaxBytes with one last line that says so", async () => {
     await using srv = await startTestServer({ server: { ...polling, logMaxBytes: 4096 } });
     await using _worker = startWorker(srv);
