@@ -5,8 +5,12 @@ export interface Log {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+// Bound at load, before a worker's OutputCapture patches process.stderr: the process's own log
+// lines are not a job's output.
+const writeStderr = process.stderr.write.bind(process.stderr);
+
 function line(level: string, msg: string, fields?: Record<string, unknown>): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+  writeStderr(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
 }
 
 export const stderrLog: Log = {

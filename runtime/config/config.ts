@@ -134,6 +134,11 @@ export const serverConfigSchema = z.strictObject({
   stopWaitMs: z.number().int().min(0).max(LONG_POLL_MAX_MS).default(20_000),
   /** Longest a /stream call with nothing new waits for a chunk or a final state. @default 2000 */
   streamWaitMs: z.number().int().min(0).max(30_000).default(2_000),
+  /**
+   * Most bytes of log lines kept per job (GET /logs): past it one line says the log was cut and
+   * later lines are not kept. @default 1048576
+   */
+  logMaxBytes: z.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   /** How often an SSE response with nothing to send writes a comment line, so proxies keep it open. @default 15000 */
   sseKeepAliveMs: z.number().int().min(1).default(15_000),
   /** A worker silent for this long is lost: its jobs are re-queued once, then FAILED. @default 60000 */

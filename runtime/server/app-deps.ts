@@ -9,6 +9,7 @@ import type { EndpointStatsRecorder } from "./metrics/endpoint-stats.ts";
 import type { ServerMetrics } from "./metrics/server-metrics.ts";
 import type { WorkerKeys } from "./keys/worker-keys.ts";
 import type { StartFailures } from "./scaling/start-failures.ts";
+import type { WorkerLogBook } from "./scaling/worker-log-book.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
 import type { Resolver } from "./webhooks/webhook-address.ts";
 
@@ -45,6 +46,8 @@ export interface AppDeps {
   local?: { origin?: string };
   /** The keys of the workers this server starts (held in memory, never stored). */
   workerKeys?: WorkerKeys;
+  /** The last lines about the workers this server started (start, exit, error output), per endpoint. */
+  workerLog?: WorkerLogBook;
 }
 
 /** What routes are built from: the app's deps and the one job path. */

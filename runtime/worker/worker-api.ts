@@ -2,6 +2,7 @@ import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { LONG_POLL_MAX_MS, MAX_TAKE_BATCH } from "../protocol/limits.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
+import type { JobLogLine, JobLogPost, JobLogPostAnswer } from "../protocol/job-log.ts";
 import type { WorkerEndpoints } from "./worker-urls.ts";
 
 /** Waits before each retry of a result post (runpod-python: +2 s, +3 s). */
@@ -86,23 +87,28 @@ export class WorkerApi {
    * so a retry after a post that landed changes nothing.
    */
   async #post(url: string, body: unknown, what: string): Promise<boolean> {
+    return (await this.#postFor(url, body, what)) !== null;
+  }
+
+  /** #post, answering the body of the server's answer (null: not sent, or refused). */
+  async #postFor(url: string, body: unknown, what: string, quietRefusal = false): Promise<string | null> {
     let text: string;
     try {
       text = typeof body === "string" ? body : JSON.stringify(body);
     } catch (err) {
       // A progress value JSON cannot carry (a BigInt, a cycle): nothing to post.
       this.log.error(`${what} not sent: its value cannot be sent as JSON`, { error: String(err) });
-      return false;
+      return null;
     }
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {
         const res = await fetch(url, { method: "POST", headers: this.#headers(true), body: text, signal: this.#signal(this.timeouts.requestMs) });
-        if (res.ok) return true;
+        if (res.ok) return await res.text();
         problem = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`;
         if (res.status < 500) {
-          this.log.error(`${what} refused`, { problem });
-          return false;
+          if (!quietRefusal) this.log.error(`${what} refused`, { problem });
+          return null;
         }
       } catch (err) {
         problem = String(err);
@@ -110,7 +116,7 @@ export class WorkerApi {
       const wait = RESULT_RETRY_MS[attempt];
       if (wait === undefined) {
         this.log.error(`${what} failed after ${attempt + 1} attempts`, { problem });
-        return false;
+        return null;
       }
       this.log.warn(`${what} failed; retrying`, { problem, attempt: attempt + 1 });
       await this.clock.sleep(wait);
@@ -128,6 +134,22 @@ export class WorkerApi {
 
   stream(jobId: string, chunk: unknown): Promise<boolean> {
     return this.#post(this.urls.stream(jobId), { output: chunk }, `job-stream ${jobId}`);
+  }
+
+  /**
+   * Posts log lines of a job (Spool's job-log route); null when the server took none (the job is
+   * no longer running here, or the server has no such route): no more are sent for that job.
+   */
+  async logs(jobId: string, lines: JobLogLine[]): Promise<{ truncated: boolean } | null> {
+    const url = this.urls.log(jobId);
+    if (!url) return null;
+    const answer = await this.#postFor(url, { logs: lines } satisfies JobLogPost, `job-log ${jobId}`, true);
+    if (answer === null) return null;
+    try {
+      return { truncated: (JSON.parse(answer) as JobLogPostAnswer).truncated === true };
+    } catch {
+      return null;
+    }
   }
 
   async ping(runningIds: string[]): Promise<void> {

@@ -9,6 +9,9 @@ import { isPermanentStartError } from "./start-failure.ts";
 import { jobContext, stopReasons } from "./job-context.ts";
 import type { OwnerLink } from "./owner-link.ts";
 import type { WorkerApi } from "./worker-api.ts";
+import { JobLogBuffer } from "./job-log-buffer.ts";
+import type { OutputCapture } from "./output-capture.ts";
+import type { LogLevel } from "../protocol/job-log.ts";
 
 export { EXIT_REPLACE };
 
@@ -39,6 +42,13 @@ export interface WorkerLoopOptions {
    * process when a cancelled handler does not stop). Without one, the worker polls job-stop.
    */
   owner?: OwnerLink;
+  /**
+   * What the process prints (console, stdout, stderr), copied to the job's log while exactly one
+   * job runs; none in tests that run the loop inside their own process.
+   */
+  capture?: OutputCapture;
+  /** How long a job's log lines may wait before they are sent. @default 1000 */
+  logFlushMs?: number;
 }
 
 interface Running {
@@ -46,10 +56,14 @@ interface Running {
   finished: Promise<void>;
 }
 
+const DEFAULT_LOG_FLUSH_MS = 1_000;
+
 /** Takes jobs, runs up to the handler's concurrency, heartbeats, and obeys the stop channel. */
 export class WorkerLoop {
   readonly #o: WorkerLoopOptions;
   readonly #running = new Map<string, Running>();
+  /** Logs of jobs whose handler is running (the one the process's output is copied to when it is alone). */
+  readonly #executing = new Map<string, JobLogBuffer>();
   readonly #stopping = new AbortController();
   readonly #loopsDone = new AbortController();
   #concurrency = 1;
@@ -140,12 +154,15 @@ export class WorkerLoop {
     const controller = new AbortController();
     const ended = new AbortController();
     let refresh = false;
+    const logs = new JobLogBuffer((lines) => api.logs(job.id, lines), clock, this.#o.logFlushMs ?? DEFAULT_LOG_FLUSH_MS);
+    const line = (level: LogLevel, message: string) => logs.add(level, message);
     const ctx = jobContext({
       job,
       workerId,
       signal: controller.signal,
       log,
-      progress: (v) => api.progress(job.id, v),
+      line,
+      progress: async (v) => (await logs.flush(), api.progress(job.id, v)),
       files: (jobId, name, data, type) => api.upload(jobId, name, data, type),
       onRefresh: () => (refresh = true),
       handlerOptions: this.#o.handlerOptions,
@@ -171,11 +188,18 @@ export class WorkerLoop {
     };
     const finished = (async () => {
       try {
-        const outcome = await execute(handler, job, ctx, (chunk) => api.stream(job.id, chunk));
+        this.#executing.set(job.id, logs);
+        this.#captureTo();
+        const outcome = await execute(handler, job, ctx, async (chunk) => (await logs.flush(), api.stream(job.id, chunk))).finally(() => {
+          this.#executing.delete(job.id);
+          this.#captureTo();
+        });
         ended.abort();
         // The handler is done: the owner stops timing the job now, so a result post that is slow
         // or retried never gets a finished job's process ended for its deadline.
         reportEnd();
+        // Every line reaches the server before the result that ends the job (and its log).
+        await logs.close();
         const stopPod = refresh ? { stopPod: true } : {};
         if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
         else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
@@ -185,6 +209,7 @@ export class WorkerLoop {
         // heartbeat stops listing it, so the server's worker-loss rule takes it over).
         log.error("posting the job's result failed", { jobId: job.id, error: String(err) });
       } finally {
+        void logs.close();
         ended.abort();
         reportEnd();
         this.#running.delete(job.id);
@@ -194,6 +219,14 @@ export class WorkerLoop {
       if (refresh) this.shutdown(EXIT_REPLACE);
     })();
     this.#running.set(job.id, { controller, finished });
+  }
+
+  /** The process's output goes to the log of the one job running, or to none when several (or none) run. */
+  #captureTo(): void {
+    const capture = this.#o.capture;
+    if (!capture) return;
+    const only = this.#executing.size === 1 ? [...this.#executing.values()][0]! : undefined;
+    capture.sink = only && ((level, message) => only.add(level, message));
   }
 
   async #pingLoop(): Promise<void> {

@@ -10,6 +10,7 @@ import { cannotStart, isPermanentStartError } from "./start-failure.ts";
 import { selfCommand, supervise } from "./supervisor.ts";
 import { WorkerApi } from "./worker-api.ts";
 import { WorkerLoop } from "./worker-loop.ts";
+import { OutputCapture } from "./output-capture.ts";
 import { workerOptions } from "./worker-options.ts";
 import { workerEndpoints } from "./worker-urls.ts";
 
@@ -72,6 +73,9 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   }
 
   const api = apiFor(settings.workerId);
+  // What the handler prints goes to its job's log too (GET /logs), while it runs alone.
+  const capture = new OutputCapture();
+  capture.install();
   const loop = new WorkerLoop({
     handler,
     api,
@@ -86,6 +90,7 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     handlerOptions: options,
     // Present when an owner (supervisor, scaler) watches: it enforces deadlines and cancels from outside.
     owner: ownerLink(env, () => Bun.stdin.stream()),
+    capture,
   });
   process.on("SIGTERM", () => loop.shutdown(0));
   process.on("SIGINT", () => loop.shutdown(0));

@@ -5,12 +5,14 @@ import { topics } from "../../runtime/server/store/store-events.ts";
 import type { NewJob } from "../../runtime/server/store/store.ts";
 import { redisUrl, startOwnRedis } from "../helpers/redis-server.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
+import { runStoreLogsSuite } from "./store-logs-suite.ts";
 
 const prefix = () => `{t-${crypto.randomUUID().slice(0, 8)}}:`;
 const connect = async (p = prefix()) => RedisStore.connect(await redisUrl(), { retention: RETENTION }, p);
 
 // Each test gets its own key prefix on one real redis-server.
 runStoreSuite("redis", () => connect());
+runStoreLogsSuite("redis", () => connect());
 
 const T0 = 1_790_000_000_000;
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };

@@ -6,9 +6,11 @@ import { join } from "node:path";
 import { SCHEMA_VERSION } from "../../runtime/server/store/sqlite/sqlite-schema.ts";
 import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
 import { RETENTION, runStoreSuite } from "./store-suite.ts";
+import { runStoreLogsSuite } from "./store-logs-suite.ts";
 import { until } from "../helpers/until.ts";
 
 runStoreSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
+runStoreLogsSuite("sqlite", async () => SqliteStore.open(":memory:", { retention: RETENTION }));
 
 const T0 = 1_790_000_000_000;
 /** Takes a file back to before schema 10 (no Idempotency-Key columns), for the tests that fake an older file. */

@@ -58,6 +58,9 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
 
   app.get("/endpoints/:endpoint/stats", (c) => c.json(deps.stats.get(c.get("endpointId"))));
 
+  // This server's workers of the endpoint: their start, exit and error output, last lines only.
+  app.get("/endpoints/:endpoint/worker-log", (c) => c.json({ lines: deps.workerLog?.lines(c.get("endpointId")) ?? [] }));
+
   app.get("/endpoints/:endpoint/jobs/:id", async (c) => {
     const id = c.req.param("id");
     const read = await deps.store.readChunks(c.get("endpointId"), id, 0, deps.clock.now());

@@ -10,9 +10,9 @@ import { andThen, type MaybePromise } from "../../maybe-promise.ts";
 import type { ApiKeyRecord } from "../store/store.ts";
 
 /** Operations a read-only key may call (all GET). */
-const READ_ONLY = new Set(["status", "status-sync", "stream", "health", "requests", "scaling"]);
+const READ_ONLY = new Set(["status", "status-sync", "stream", "logs", "health", "requests", "scaling"]);
 /** The worker protocol: a worker key may call only these, a client key none of them. */
-const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-stream", "ping", "job-stop", "job-files"]);
+const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-stream", "job-log", "ping", "job-stop", "job-files"]);
 
 /**
  * GET routes that take, consume or wait: a HEAD of them is refused (405), since its answer has
@@ -151,7 +151,7 @@ function scopeRefusal(scope: string, method: string, op: string): string | null 
     case "worker":
       return isWorkerOp ? null : `this API key is a worker key; ${route} needs a client key`;
     case "read-only":
-      return method === "GET" && READ_ONLY.has(op) ? null : `this API key is read-only (status, stream, health, requests, scaling); ${route} needs a client key`;
+      return method === "GET" && READ_ONLY.has(op) ? null : `this API key is read-only (status, stream, logs, health, requests, scaling); ${route} needs a client key`;
     default:
       return `this API key has an unknown scope ${scope}`;
   }

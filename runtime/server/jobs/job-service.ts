@@ -198,10 +198,11 @@ export class JobService {
 
   /**
    * The job and its chunks from index `from` on, marking nothing read, waiting up to `ms` until
-   * there is a chunk or `changed(job)` holds; null when the job does not exist or is gone. Several
+   * there is a chunk, `changed(job)` holds or `more()` (read after the job: SSE's log lines) says
+   * there is something new; null when the job does not exist or is gone. Several
    * readers of one job each keep their own position (server-sent events, the dashboard).
    */
-  async watch(endpointId: string, jobId: string, from: number, changed: (job: StoredJob) => boolean, ms: number, signal?: AbortSignal): Promise<StreamRead | null> {
+  async watch(endpointId: string, jobId: string, from: number, changed: (job: StoredJob) => boolean, ms: number, signal?: AbortSignal, more?: () => Promise<boolean>): Promise<StreamRead | null> {
     let latest: StreamRead | null = null;
     const found = await waitFor(
       this.#wake,
@@ -209,7 +210,9 @@ export class JobService {
       ms,
       async () => {
         latest = await this.#store.readChunks(endpointId, jobId, from, this.#clock.now());
-        return !latest || latest.chunks.length > 0 || changed(latest.job) ? { r: latest } : null;
+        if (!latest) return { r: latest };
+        const other = more ? await more() : false;
+        return latest.chunks.length > 0 || changed(latest.job) || other ? { r: latest } : null;
       },
       signal,
     );

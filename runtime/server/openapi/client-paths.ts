@@ -12,6 +12,7 @@ import {
 } from "../../protocol/job-response.ts";
 import { LIMITS } from "../../protocol/limits.ts";
 import { scalingSignalSchema } from "../../protocol/scaling-signal.ts";
+import { jobLogsResponseSchema } from "../../protocol/job-log.ts";
 import { component, endpointParam, errors, json, jsonBody, KEY_AUTH } from "./openapi-common.ts";
 
 const TAG = "Jobs";
@@ -90,6 +91,17 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     description: "Waits briefly for something new. With `Accept: text/event-stream`, chunks are pushed as server-sent events.",
     request: { params: jobParams },
     responses: { 200: json("New chunks and the job's status", component(registry, "StreamResponse", streamResponseSchema, "output")), ...errors([401, 404, 429]) },
+  });
+  registry.registerPath({
+    ...base,
+    method: "get",
+    path: "/v2/{endpoint_id}/logs/{id}",
+    operationId: "logs",
+    summary: "The lines the job's handler printed and logged",
+    description:
+      "Oldest first, from line `since` on (0 by default): ask again with `since` = the lines read so far to continue. Kept with the job, at most server.logMaxBytes each. With `Accept: text/event-stream` on /status or /stream, each line is also pushed as an `event: log`. Workers of runpod-python send none.",
+    request: { params: jobParams, query: z.object({ since: z.number().int().min(0).optional().describe("Index of the first line to answer") }) },
+    responses: { 200: json("The job's log lines", component(registry, "JobLogs", jobLogsResponseSchema, "output")), ...errors([400, 401, 404]) },
   });
   registry.registerPath({
     ...base,

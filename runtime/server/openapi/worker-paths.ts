@@ -1,6 +1,7 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import { fileUploadResponseSchema, jobDoneSchema, jobStopResponseSchema, jobStreamSchema, takenJobSchema } from "../../protocol/worker-wire.ts";
+import { jobLogPostAnswerSchema, jobLogPostSchema } from "../../protocol/job-log.ts";
 import { component, emptyObject, endpointParam, errors, json, jsonBody, KEY_AUTH } from "./openapi-common.ts";
 
 const TAG = "Worker protocol";
@@ -57,6 +58,16 @@ export function registerWorkerPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "Post one stream chunk",
     request: { params: jobParams, body: jsonBody(component(registry, "JobStreamChunk", jobStreamSchema, "input")) },
     responses: { 200: ack, ...errors([400, 401, 404, 413]) },
+  });
+  registry.registerPath({
+    ...base,
+    method: "post",
+    path: "/v2/{endpoint_id}/job-log/{worker_id}/{job_id}",
+    operationId: "jobLog",
+    summary: "Post log lines of a running job (Spool's workers; not part of RunPod's protocol)",
+    description: "Kept up to server.logMaxBytes per job; `truncated` says the log is full and no more lines are kept.",
+    request: { params: jobParams, body: jsonBody(component(registry, "JobLogPost", jobLogPostSchema, "input")) },
+    responses: { 200: json("Taken", component(registry, "JobLogPostAnswer", jobLogPostAnswerSchema, "output")), ...errors([400, 401, 404, 413]) },
   });
   registry.registerPath({
     ...base,

@@ -6,8 +6,9 @@ import { HttpError, jobNotFound } from "../http/http-error.ts";
 import { jobResponse, jobResponseJson } from "../jobs/job-view.ts";
 import { jsonText } from "./json-text.ts";
 import { intQuery } from "../http/request-input.ts";
+import type { JobLogsResponse } from "../../protocol/job-log.ts";
 
-/** The client side of /v2/<endpoint_id> besides run, runsync and status (job-path-routes.ts): wait, stream, cancel, retry, purge, health, requests. */
+/** The client side of /v2/<endpoint_id> besides run, runsync and status (job-path-routes.ts): wait, stream, logs, cancel, retry, purge, health, requests. */
 export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();
@@ -27,6 +28,14 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (!r) throw jobNotFound(id);
     const body: StreamResponse = { id, status: r.job.status, stream: r.chunks.map(streamElement) };
     return c.json(body);
+  });
+
+  app.get("/logs/:id", async (c) => {
+    const id = c.req.param("id");
+    const since = intQuery(c.req.query("since"), "since", 0, 1_000_000_000, 0);
+    const read = await store.readLogs(c.get("endpointId"), id, since, clock.now());
+    if (!read) throw jobNotFound(id);
+    return c.json({ id, logs: read.lines, truncated: read.truncated } satisfies JobLogsResponse);
   });
 
   app.post("/cancel/:id", async (c) => {

@@ -6,19 +6,22 @@ import { jobResponseJson } from "../jobs/job-view.ts";
 import type { StoredJob } from "../store/store.ts";
 import { eventStreamResponse } from "../http/event-stream.ts";
 import { streamElement } from "./client-routes.ts";
+import type { JobLogLine } from "../../protocol/job-log.ts";
 
-/** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>`. */
+/** Where a client is in a job's event stream; an event id is `<retries>.<chunks>.<status stamp>.<log lines>`. */
 interface Position {
   retries: number;
   chunks: number;
   stamp: string | null;
+  /** Log lines sent: they go on across retries, like the job's log. */
+  logs: number;
 }
 
 /**
  * Server-sent events beside RunPod's polling: GET /status/<id> and /stream/<id> with
  * `Accept: text/event-stream` send each new chunk (`event: chunk`, data as a /stream element)
- * and each change of the status answer (`event: status`, data as /status) until the job ends,
- * then close. Each event's id says where the client is, so a reconnect with Last-Event-ID gets
+ * each line the handler logs (`event: log`, data as a line of /logs) and each change of the
+ * status answer (`event: status`, data as /status) until the job ends, then close. Each event's id says where the client is, so a reconnect with Last-Event-ID gets
  * exactly the events it missed. Without that Accept header the requests go on to the polling
  * routes, unchanged. The stream holds its concurrent rate-limit slot until it ends.
  */
@@ -40,9 +43,10 @@ function stampOf(job: StoredJob): string {
 
 function parseLastEventId(value: string | undefined): Position | null {
   if (value === undefined || value === "") return null;
-  const m = /^(\d{1,9})\.(\d{1,9})\.([0-9a-z]{1,16})$/.exec(value);
+  // The log count is optional: ids written before there were log events have none.
+  const m = /^(\d{1,9})\.(\d{1,9})\.([0-9a-z]{1,16})(?:\.(\d{1,9}))?$/.exec(value);
   if (!m) throw new HttpError(400, `Last-Event-ID ${JSON.stringify(value.slice(0, 64))} is not an event id of this stream`);
-  return { retries: Number(m[1]), chunks: Number(m[2]), stamp: m[3]! };
+  return { retries: Number(m[1]), chunks: Number(m[2]), stamp: m[3]!, logs: Number(m[4] ?? 0) };
 }
 
 async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Response> {
@@ -54,7 +58,7 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   const first = await store.get(endpointId, id, clock.now());
   if (!first) throw jobNotFound(id);
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
-  let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null };
+  let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null, logs: resumed?.logs ?? 0 };
 
   const release = c.get("keepAdmission")?.() ?? (() => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
@@ -62,30 +66,39 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
     const position = job.status === "IN_QUEUE" ? await store.queuePosition(endpointId, id, clock.now()) : null;
     return jobResponseJson(job, position === null ? undefined : { queuePosition: position });
   };
-  const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}`;
+  const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}.${at.logs}`;
   return eventStreamResponse(async (write, gone) => {
     const send = (event: string, json: string) => write(`event: ${event}\nid: ${eventId()}\ndata: ${json}\n\n`);
     for (;;) {
       const seen = at;
-      const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone);
+      // Log lines are read after the job, so a final state read comes with every line before it.
+      let lines: JobLogLine[] = [];
+      const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone, async () => {
+        lines = (await store.readLogs(endpointId, id, seen.logs, clock.now()))?.lines ?? [];
+        return lines.length > 0;
+      });
       if (gone.aborted) return;
       if (!r) {
         send("gone", JSON.stringify({ id, error: `job ${id} not found (purged or expired)` }));
         return;
       }
       if (r.job.retries !== at.retries) {
-        at = { retries: r.job.retries, chunks: 0, stamp: at.stamp };
+        at = { retries: r.job.retries, chunks: 0, stamp: at.stamp, logs: at.logs };
         continue;
       }
       for (const chunk of r.chunks) {
         at = { ...at, chunks: at.chunks + 1 };
         send("chunk", JSON.stringify(streamElement(chunk)));
       }
+      for (const line of lines) {
+        at = { ...at, logs: at.logs + 1 };
+        send("log", JSON.stringify(line));
+      }
       const stamp = stampOf(r.job);
       if (stamp !== at.stamp) {
         at = { ...at, stamp };
         send("status", await statusBody(r.job));
-      } else if (!r.chunks.length) write(": keepalive\n\n");
+      } else if (!r.chunks.length && !lines.length) write(": keepalive\n\n");
       if (isFinal(r.job.status)) return;
     }
   }, { release });

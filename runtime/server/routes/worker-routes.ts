@@ -6,11 +6,15 @@ import { splitChunk } from "../../protocol/stream-chunks.ts";
 import { stopList } from "../jobs/stop-list.ts";
 import { MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
 import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
+import { clipMessage, jobLogPostSchema, type JobLogPostAnswer } from "../../protocol/job-log.ts";
+
+/** Largest job-log post: a worker sends lines in batches well under this. */
+const MAX_LOG_POST_BYTES = 4 * 1024 * 1024;
 
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
 const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
 
-/** The worker protocol of runpod-python besides take and done (routes/job-path-routes.ts): stream, ping, stop. */
+/** The worker protocol of runpod-python besides take and done (routes/job-path-routes.ts): stream, ping, stop; and Spool's job-log. */
 export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const stops = stopList(store, clock, config.server.stopWaitMs);
@@ -24,6 +28,18 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now(), KNOWN_ONLY);
     if (!(await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now()))) await steps.ownJob(c.get("endpointId"), workerId, jobId);
     return c.json({});
+  });
+
+  app.post("/job-log/:worker/:job", limitBody(MAX_LOG_POST_BYTES), async (c) => {
+    const workerId = segment(c, "worker");
+    const jobId = segment(c, "job");
+    const body = validate(jobLogPostSchema, await readJson(c.req.raw), "job-log body");
+    await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now(), KNOWN_ONLY);
+    const lines = body.logs.map((l) => ({ ...l, message: clipMessage(l.message) }));
+    const kept = await store.appendLogs(workerId, jobId, lines, config.server.logMaxBytes, clock.now());
+    // A job no longer running here (cancelled, timed out) takes no more lines; not an error.
+    if (!kept) await steps.ownJob(c.get("endpointId"), workerId, jobId);
+    return c.json({ truncated: kept?.truncated ?? false } satisfies JobLogPostAnswer);
   });
 
   app.get("/ping/:worker", async (c) => {

@@ -24,6 +24,8 @@ export interface LocalProcessOptions {
   stopsFor?: (workerId: string) => StopSource;
   /** Run each worker in a bubblewrap sandbox that cannot see these paths (the data dir, the config file); none: no sandbox. */
   sandbox?: { hidden: string[] };
+  /** Told each line of a worker's error output (the dashboard's endpoint view shows the last ones). */
+  onOutput?: (endpointId: string, workerId: string, line: string) => void;
 }
 
 /**
@@ -39,12 +41,14 @@ export class LocalProcessProvider implements WorkerProvider {
   readonly #killGraceMs: number;
   readonly #stopsFor?: (workerId: string) => StopSource;
   readonly #sandbox?: { hidden: string[] };
+  readonly #onOutput?: LocalProcessOptions["onOutput"];
 
   constructor(options: LocalProcessOptions = {}) {
     this.#log = options.log ?? stderrLog;
     this.#killGraceMs = options.killGraceMs ?? KILL_GRACE_DEFAULT_MS;
     this.#stopsFor = options.stopsFor;
     this.#sandbox = options.sandbox;
+    this.#onOutput = options.onOutput;
   }
 
   start(spec: WorkerSpec): WorkerHandle {
@@ -65,7 +69,8 @@ export class LocalProcessProvider implements WorkerProvider {
     }
     // Its error output still reaches the server's; the tail is kept to say why a start failed.
     const tail = new OutputTail();
-    const copied = tail.copy(proc.stderr!, process.stderr);
+    const onOutput = this.#onOutput;
+    const copied = tail.copy(proc.stderr!, process.stderr, onOutput && ((line) => onOutput(spec.endpointId, spec.workerId, line)));
     const owned = new OwnedWorker(proc, { killGraceMs: this.#killGraceMs, log: this.#log, stopsFor: this.#stopsFor, workerId: spec.workerId });
     const { watchdog } = owned;
     return {

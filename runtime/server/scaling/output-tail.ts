@@ -7,17 +7,24 @@ export class OutputTail {
     this.#max = maxChars;
   }
 
-  /** Copies `from` to `to`, keeping its tail; resolves when `from` ends. */
-  async copy(from: ReadableStream<Uint8Array>, to: { write(chunk: Uint8Array): unknown }): Promise<void> {
+  /** Copies `from` to `to`, keeping its tail (and giving each whole line to `onLine`); resolves when `from` ends. */
+  async copy(from: ReadableStream<Uint8Array>, to: { write(chunk: Uint8Array): unknown }, onLine?: (line: string) => void): Promise<void> {
     const decoder = new TextDecoder();
+    let partial = "";
     try {
       for await (const chunk of from) {
         to.write(chunk);
-        this.#text = (this.#text + decoder.decode(chunk, { stream: true })).slice(-this.#max);
+        const text = decoder.decode(chunk, { stream: true });
+        this.#text = (this.#text + text).slice(-this.#max);
+        if (!onLine) continue;
+        const lines = (partial + text).split("\n");
+        partial = lines.pop()!;
+        for (const line of lines) if (line) onLine(line);
       }
     } catch {
       // The pipe broke with the process: what came before is kept.
     }
+    if (partial) onLine?.(partial);
   }
 
   /** The last lines kept (the first, cut, line dropped). */

@@ -249,10 +249,13 @@ export class Scaler {
     state.workers.set(workerId, managed);
     this.#byId.set(workerId, managed);
     log.info("started worker", { endpointId, workerId, ...(need.gpus > 0 ? { gpus } : {}) });
+    this.#deps.workerLog?.add(endpointId, workerId, `started${need.gpus > 0 ? ` on GPUs ${gpus.join(", ")}` : ""}`, clock.now());
     this.#deps.metrics?.scaled(endpointId, "up");
     void handle.exited.then(async (code) => {
       // Its GPUs are free at once, not after the store has answered (which may take long).
       this.#gpus.release(grant);
+      const signal = handle.exitDetail?.().signal;
+      this.#deps.workerLog?.add(endpointId, workerId, `exited with ${signal ? `signal ${signal}` : `code ${code}`}${managed.stopping ? " (stopped)" : ""}`, clock.now());
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
       // so health never counts it idle in between; a store that cannot answer now only delays

@@ -1,6 +1,7 @@
 import type { Policy, S3Config } from "../../protocol/job-request.ts";
 import type { JobStatus } from "../../protocol/limits.ts";
 import type { HealthResponse } from "../../protocol/job-response.ts";
+import type { JobLogLine } from "../../protocol/job-log.ts";
 import type { StoreEvents } from "./store-events.ts";
 
 /** A job as the store keeps it. Times are epoch milliseconds. */
@@ -125,6 +126,12 @@ export interface StreamRead {
   job: StoredJob;
   /** Chunks no earlier read returned, oldest first. */
   chunks: unknown[];
+}
+
+export interface LogRead {
+  lines: JobLogLine[];
+  /** The log reached its limit: its last line says so, and later lines were not kept. */
+  truncated: boolean;
 }
 
 /** What one run of the housekeeping duties changed. */
@@ -291,6 +298,16 @@ export interface Store {
   readStream(endpointId: string, jobId: string, now: number): Promise<StreamRead | null>;
   /** The job and its chunks from index `from` on, marking nothing (SSE and the dashboard). */
   readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null>;
+  /**
+   * Appends log lines of a job running on `workerId`, kept with the job (same retention). A job's
+   * log holds at most `maxBytes` (logLineBytes): the line that would pass it is replaced by one
+   * cutLine, and nothing is kept after it. A retried job's log goes on after its earlier runs'.
+   * Announces the job's topic. null when the job is not running on that worker; else whether
+   * the log is cut (a worker sends no more lines then).
+   */
+  appendLogs(workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number): Promise<{ truncated: boolean } | null>;
+  /** The job's log lines from index `from` on, and whether its log was cut; null when the job does not exist for this endpoint. */
+  readLogs(endpointId: string, jobId: string, from: number, now: number): Promise<LogRead | null>;
   /**
    * Ends a running job with its result. Idempotent: returns null (and changes nothing) when the
    * job is not IN_PROGRESS on `workerId`. With `streamOutput`, a job that streamed nothing gets its

@@ -134,7 +134,8 @@ describe("OpenAPI document", () => {
       switch (op) {
         case "status":
         case "statusSync":
-        case "stream": {
+        case "stream":
+        case "logs": {
           const id = await run();
           await w.take();
           await w.done(id, { output: { ok: true } });
@@ -154,6 +155,7 @@ describe("OpenAPI document", () => {
           return {};
         case "jobDone":
         case "jobStream":
+        case "jobLog":
         case "jobFileUpload": {
           const id = await run();
           await w.take();

@@ -85,6 +85,20 @@ export interface JobDetail extends JobSummary {
   streamChunks?: number;
 }
 
+/** A line of a job's log (GET /logs, SSE `log`). */
+export interface JobLogLine {
+  time: number;
+  level: string;
+  message: string;
+}
+
+/** A line about a worker this server started. */
+export interface WorkerLogLine {
+  time: number;
+  workerId: string;
+  message: string;
+}
+
 export interface ServerEvent {
   event: string;
   id?: string;
@@ -128,6 +142,7 @@ export class Api {
     if (q.cursor) params.set("cursor", q.cursor);
     return this.call<RequestsPage>("GET", `/v2/${enc(ep)}/requests?${params}`);
   };
+  workerLog = (ep: string) => this.call<{ lines: WorkerLogLine[] }>("GET", `/dashboard/api/endpoints/${enc(ep)}/worker-log`);
   job = (ep: string, id: string) => this.call<JobDetail>("GET", `/dashboard/api/endpoints/${enc(ep)}/jobs/${enc(id)}`);
   run = (ep: string, input: unknown) => this.call<JobState>("POST", `/v2/${enc(ep)}/run`, { input });
   cancel = (ep: string, id: string) => this.call<JobState>("POST", `/v2/${enc(ep)}/cancel/${enc(id)}`);

@@ -4,6 +4,7 @@ import { ApiError } from "./api.ts";
 import type { Session } from "./main.tsx";
 import { CancelButton, PurgeButton, RetryButton } from "./actions.tsx";
 import { clock, ms } from "./format.ts";
+import { WorkerLog } from "./log-lines.tsx";
 
 const STATUSES = ["IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
 
@@ -132,6 +133,7 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
           </tbody>
         </table>
       )}
+      <WorkerLog session={session} ep={ep} />
     </>
   );
 }

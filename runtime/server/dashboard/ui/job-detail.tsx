@@ -5,6 +5,7 @@ import { CancelButton, RetryButton } from "./actions.tsx";
 import { clock, ms, pretty } from "./format.ts";
 import { JobOutput, jobCost } from "./job-output.tsx";
 import { useJobStream } from "./job-stream.ts";
+import { JobLogLines } from "./log-lines.tsx";
 
 /** One job: input (without s3Config), output, error, progress, chunks, times, worker; live. */
 export function JobDetailView({ session, endpoint, id }: { session: Session; endpoint: EndpointInfo; id: string }) {
@@ -96,6 +97,10 @@ export function JobDetailView({ session, endpoint, id }: { session: Session; end
           <JobOutput output={output} chunks={chunks} status={status?.status} input={job?.input} />
         </section>
       )}
+      <section aria-labelledby="logs-h">
+        <h2 id="logs-h">Logs</h2>
+        <JobLogLines lines={live.logs} />
+      </section>
       {job && (
         <section aria-labelledby="input-h">
           <h2 id="input-h">Input</h2>

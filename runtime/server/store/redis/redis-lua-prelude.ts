@@ -118,7 +118,7 @@ local function unrun(j)
   if j.worker and j.worker ~= '' then redis.call('SREM', P .. 'wjobs:' .. j.worker, j.id) end
 end
 local function remove(j)
-  redis.call('DEL', jk(j.id), P .. 'ch:' .. j.id)
+  redis.call('DEL', jk(j.id), P .. 'ch:' .. j.id, P .. 'log:' .. j.id, P .. 'logm:' .. j.id)
   -- A job queued before keys were kept apart names its key (idem), which goes with it, unless a
   -- later job holds the key already. A key written since is kept until its own expiry.
   if j.idem and redis.call('HGET', j.idem, 'job') == j.id then redis.call('DEL', j.idem) end

@@ -1,10 +1,11 @@
 import type { RedisClient } from "bun";
 import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
 import { JOB_SCRIPTS } from "./redis-lua-jobs.ts";
+import { LOG_SCRIPTS } from "./redis-lua-logs.ts";
 import { EPILOGUE, PRELUDE } from "./redis-lua-prelude.ts";
 
-export type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS;
-const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS };
+export type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS | keyof typeof LOG_SCRIPTS;
+const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS, ...LOG_SCRIPTS };
 
 /** The Lua source EVALSHA runs for each script (what SCRIPT LOAD is sent). */
 export const SCRIPT_SOURCES = Object.fromEntries(

@@ -4,6 +4,7 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
+  LogRead,
   Admission, ApiKeyRecord, EndedJob, EnqueuedJob, IdempotencyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, StoreOptions,
   StoredJob,
   StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport, WorkerTouch,
@@ -17,6 +18,7 @@ import { RedisScripts } from "./redis-scripts.ts";
 import { runsFromHash } from "./redis-start-failures.ts";
 import { enqueued, idempotencyRecord, idempotencyScope, jobFields } from "./redis-enqueue.ts";
 import { ScriptBatch } from "./redis-script-batch.ts";
+import { cutLine, logLineBytes, type JobLogLine } from "../../../protocol/job-log.ts";
 
 const SWEEP_BATCH = 500;
 
@@ -130,6 +132,19 @@ export class RedisStore implements Store {
   async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
     const r = (await this.#scripts.run("readChunks", [now, endpointId, jobId, from])) as [JobReply, ...string[]] | null;
     return r && streamRead(r, () => from);
+  }
+
+  async appendLogs(workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number): Promise<{ truncated: boolean } | null> {
+    const pairs = lines.flatMap((l) => [logLineBytes(l), JSON.stringify(l)]);
+    const r = Number(await this.#scripts.run("appendLogs", [now, workerId, jobId, maxBytes, JSON.stringify(cutLine(now, maxBytes)), ...pairs]));
+    return r < 0 ? null : { truncated: r === 1 };
+  }
+
+  async readLogs(endpointId: string, jobId: string, from: number, now: number): Promise<LogRead | null> {
+    const r = (await this.#scripts.run("readLogs", [now, endpointId, jobId, from])) as string[] | null;
+    if (!r) return null;
+    const [cut, ...lines] = r;
+    return { lines: lines.map((l) => JSON.parse(l) as JobLogLine), truncated: cut === "1" };
   }
 
   async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<EndedJob | null> {

@@ -101,6 +101,8 @@ export class SqliteContext {
     this.running.delete(jobId);
     this.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     this.db.query("DELETE FROM job_inputs WHERE job_id = ?").run(jobId);
+    this.db.query("DELETE FROM job_logs WHERE job_id = ?").run(jobId);
+    this.db.query("DELETE FROM job_log_sizes WHERE job_id = ?").run(jobId);
   }
 
   /** The job's row if it belongs to the endpoint and has not expired. */

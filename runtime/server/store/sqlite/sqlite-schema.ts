@@ -7,8 +7,27 @@ const START_FAILURES = `CREATE TABLE IF NOT EXISTS start_failures (
   last TEXT NOT NULL
 ) WITHOUT ROWID;`;
 
+/**
+ * Jobs' log lines, and per job how many lines and bytes it holds and whether it reached its
+ * limit: removed with their job (SqliteContext.forgetJob), so they share its retention.
+ */
+const JOB_LOGS = `CREATE TABLE IF NOT EXISTS job_logs (
+  job_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  time INTEGER NOT NULL,
+  level TEXT NOT NULL,
+  message TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_log_sizes (
+  job_id TEXT PRIMARY KEY,
+  lines INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  truncated INTEGER NOT NULL
+) WITHOUT ROWID;`;
+
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 14;
+export const SCHEMA_VERSION = 15;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -89,6 +108,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 CREATE INDEX IF NOT EXISTS webhook_due ON webhook_deliveries(next_at);
 ${START_FAILURES}
+${JOB_LOGS}
 `;
 
 /** Steps from one schema version to the next, run in order on an older file. */
@@ -143,6 +163,8 @@ export const MIGRATIONS: Record<number, string> = {
        CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys(expires_at);`,
   // Failed worker starts, kept in the store so that they outlast a restart (and a lease move on Redis).
   14: START_FAILURES,
+  // Jobs' log lines (GET /logs), apart from the jobs' rows: a line written never rewrites a job's row.
+  15: JOB_LOGS,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */

@@ -16,6 +16,7 @@ import { startFailures } from "./sqlite-start-failures.ts";
 import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite-schema.ts";
 import type {
   CancelOutcome,
+  LogRead,
   Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
   WorkerReport,
   WorkerTouch,
@@ -23,6 +24,8 @@ import type {
 import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EnqueuedJob, type IdempotencyRecord } from "../store.ts";
 import { idempotency } from "./sqlite-idempotency.ts";
 import { failQueuedJobs } from "./sqlite-fail-queued.ts";
+import { jobLogs } from "./sqlite-logs.ts";
+import type { JobLogLine } from "../../../protocol/job-log.ts";
 
 /** A write that refused before changing anything: it fails its own call only. */
 const isRefusal = (e: unknown) => e instanceof QueueFullError || e instanceof IdempotencyConflictError || e instanceof IdempotencyJobGoneError;
@@ -186,6 +189,14 @@ export class SqliteStore implements Store {
 
   async readChunks(endpointId: string, jobId: string, from: number, now: number): Promise<StreamRead | null> {
     return jobReads.readChunks(this.#sql, endpointId, jobId, from, now);
+  }
+
+  async appendLogs(workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number): Promise<{ truncated: boolean } | null> {
+    return this.#tx((announce) => jobLogs.append(this.#sql, workerId, jobId, lines, maxBytes, now, announce));
+  }
+
+  async readLogs(endpointId: string, jobId: string, from: number, now: number): Promise<LogRead | null> {
+    return jobLogs.read(this.#sql, endpointId, jobId, from, now);
   }
 
   async finish(
