@@ -4,7 +4,7 @@ import { basename, join, resolve } from "node:path";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { nativePlugin, type NativeParts } from "../build/native-plugin.ts";
 import type { GpuKind } from "../build/native-packages.ts";
-import { isCompiled } from "../build/executable.ts";
+import { isCompiled } from "../executable.ts";
 import { compileTarget, hostTarget, parseTarget, type Target } from "../build/targets.ts";
 import { buildServer, partialPath } from "./build-server.ts";
 

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { dlopen } from "bun:ffi";
-import { isCompiled } from "../build/executable.ts";
+import { isCompiled } from "../executable.ts";
 
 /** One shared library the GPU paths load, with a symbol it must export and who needs it. */
 interface Library {

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
-import { isCompiled } from "../build/executable.ts";
+import { isCompiled } from "../executable.ts";
 
 const TEMPLATE = join(import.meta.dir, "init-template");
 const PACKAGE_ROOT = resolve(import.meta.dir, "../..");

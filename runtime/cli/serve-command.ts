@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type Config } from "../config/config.ts";
 import { stderrLog } from "../log.ts";
 import { createKey } from "../server/keys/api-keys.ts";
 import { startServer } from "../server/serve.ts";
-import { isCompiled, isHandlerSource } from "../build/executable.ts";
+import { isCompiled, isHandlerSource } from "../executable.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { openStore } from "./open-store.ts";
 import { guardProcess } from "./process-guard.ts";

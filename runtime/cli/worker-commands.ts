@@ -1,4 +1,4 @@
-import { isHandlerSource } from "../build/executable.ts";
+import { isHandlerSource } from "../executable.ts";
 import { loadHandler } from "../worker/handler-loader.ts";
 import { workerMain } from "../worker/worker-main.ts";
 import { cannotStart } from "../worker/start-failure.ts";

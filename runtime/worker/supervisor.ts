@@ -1,5 +1,5 @@
 import type { Log } from "../log.ts";
-import { isCompiled } from "../build/executable.ts";
+import { isCompiled } from "../executable.ts";
 import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { isHandlerSource } from "../../build/executable.ts";
+import { isHandlerSource } from "../../executable.ts";
 import { findEndpoint, type Config } from "../../config/config.ts";
 import type { Log } from "../../log.ts";
 import type { MaybePromise } from "../../maybe-promise.ts";

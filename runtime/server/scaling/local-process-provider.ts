@@ -1,6 +1,6 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { isHandlerSource } from "../../build/executable.ts";
+import { isHandlerSource } from "../../executable.ts";
 import { stderrLog, type Log } from "../../log.ts";
 import { launchWorker, kernelEndsOrphans } from "../../process/launch.ts";
 import { OwnedWorker, watchEnv, type StopSource } from "../../process/owned-worker.ts";
