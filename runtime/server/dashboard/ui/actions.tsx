@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import type { Session } from "./main.tsx";
+import type { Session } from "./session.ts";
 
 const READ_ONLY = "This key is read-only: it may look, not change anything";
 

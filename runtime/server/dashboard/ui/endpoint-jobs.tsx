@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { EndpointInfo, JobSummary } from "./api.ts";
 import { ApiError } from "./api.ts";
-import type { Session } from "./main.tsx";
+import type { Session } from "./session.ts";
 import { CancelButton, PurgeButton, RetryButton } from "./actions.tsx";
 import { clock, ms } from "./format.ts";
 import { WorkerLog } from "./log-lines.tsx";

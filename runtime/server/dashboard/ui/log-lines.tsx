@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { JobLogLine } from "./api.ts";
-import type { Session } from "./main.tsx";
+import type { Session } from "./session.ts";
 
 const time = (ms: number) => new Date(ms).toLocaleTimeString();
 

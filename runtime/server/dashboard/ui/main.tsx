@@ -2,23 +2,14 @@ import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Api, ApiError, savedKey, type EndpointInfo, type KeyInfo } from "./api.ts";
+import { Api, ApiError, savedKey } from "./api.ts";
 import { EventsHub } from "./events-hub.ts";
 import { SignIn } from "./sign-in.tsx";
 import { Overview } from "./overview.tsx";
 import { EndpointJobs } from "./endpoint-jobs.tsx";
 import { JobDetailView } from "./job-detail.tsx";
 import { Playground } from "./playground.tsx";
-
-/** What the signed-in page knows: the key's client, what the key may do, and its endpoints. */
-export interface Session {
-  api: Api;
-  key: KeyInfo;
-  endpoints: EndpointInfo[];
-  hub: EventsHub;
-  /** Whether the key may change anything (cancel, retry, purge, run): not a read-only key. */
-  canAct: boolean;
-}
+import type { Session } from "./session.ts";
 
 type Route =
   | { view: "overview" }

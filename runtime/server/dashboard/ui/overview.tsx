@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import type { EndpointInfo, EndpointStats, Health } from "./api.ts";
 import { ApiError } from "./api.ts";
-import type { Session } from "./main.tsx";
+import type { Session } from "./session.ts";
 import { StatsChart } from "./stats-chart.tsx";
 import { useLiveRefresh } from "./use-live.ts";
 import { ms } from "./format.ts";

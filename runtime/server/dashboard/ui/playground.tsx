@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { EndpointInfo } from "./api.ts";
-import type { Session } from "./main.tsx";
+import type { Session } from "./session.ts";
 import { CancelButton } from "./actions.tsx";
 import { ms, pretty } from "./format.ts";
 import { JobOutput, jobCost } from "./job-output.tsx";
