@@ -1,5 +1,6 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Log } from "../../log.ts";
+import { RefusedError, type RefusalReason } from "../jobs/refused.ts";
 import { StoreUnavailableError } from "../store/store.ts";
 
 /** A store outage is logged at most this often (each request meanwhile answers 503). */
@@ -22,6 +23,17 @@ export class HttpError extends Error {
     Error.stackTraceLimit = limit;
   }
 }
+
+/** The status each refusal of the job service is answered with. */
+const REFUSAL_STATUS: Record<RefusalReason, ContentfulStatusCode> = {
+  "endpoint-not-found": 404,
+  "worker-not-found": 404,
+  invalid: 400,
+  "queue-full": 429,
+  "not-starting": 503,
+  "idempotency-conflict": 422,
+  "idempotency-gone": 409,
+};
 
 /** The 404 of a job id the endpoint does not have (any more). */
 export const jobNotFound = (id: string) => new HttpError(404, `job ${id} not found (unknown, purged or expired)`);
@@ -51,8 +63,9 @@ export function errorAnswer(log: Log): (err: unknown, req: Request) => Response 
 }
 
 /**
- * `err` as the HttpError it is answered with, if it has one. A store that did not answer is a
- * 503, and a warning in the log (one per outage and every 10 s while it lasts).
+ * `err` as the HttpError it is answered with, if it has one: the one place where a refusal of the
+ * job service becomes a status. A store that did not answer is a 503, and a warning in the log
+ * (one per outage and every 10 s while it lasts).
  */
 export function httpErrors(log: Log): (err: unknown) => HttpError | undefined {
   let answer = answers.get(log);
@@ -67,6 +80,7 @@ function outageAware(log: Log): (err: unknown) => HttpError | undefined {
   let loggedAt = -Infinity;
   return (err) => {
     if (err instanceof HttpError) return err;
+    if (err instanceof RefusedError) return new HttpError(REFUSAL_STATUS[err.reason], err.message, err.retryAfterS === undefined ? {} : { "retry-after": String(err.retryAfterS) });
     if (!(err instanceof StoreUnavailableError)) return undefined;
     const now = performance.now();
     if (now - loggedAt >= OUTAGE_LOG_MS) {

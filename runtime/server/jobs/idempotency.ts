@@ -1,6 +1,6 @@
 import type { JobRequest } from "../../protocol/job-request.ts";
-import { HttpError } from "../http/http-error.ts";
 import { IdempotencyConflictError, IdempotencyJobGoneError, type EnqueuedJob, type Store } from "../store/store.ts";
+import { RefusedError } from "./refused.ts";
 
 /**
  * JSON text of a value with every object's keys in sorted order: the same text for the same
@@ -21,13 +21,13 @@ export function bodyHash(request: JobRequest): string {
 }
 
 /** The 422 a key reused with another body answers. */
-export function idempotencyConflict(err: IdempotencyConflictError): HttpError {
-  return new HttpError(422, `${err.message}: a retry must send the same body; a new request needs a new key`);
+export function idempotencyConflict(err: IdempotencyConflictError): RefusedError {
+  return new RefusedError("idempotency-conflict", `${err.message}: a retry must send the same body; a new request needs a new key`);
 }
 
 /** The 409 a retry answers whose key is kept for a job that is no longer: the work is not run again. */
-export function idempotencyGone(err: IdempotencyJobGoneError): HttpError {
-  return new HttpError(409, `${err.message} (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key`);
+export function idempotencyGone(err: IdempotencyJobGoneError): RefusedError {
+  return new RefusedError("idempotency-gone", `${err.message} (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key`);
 }
 
 /**

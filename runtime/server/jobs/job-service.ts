@@ -2,7 +2,6 @@ import type { Clock } from "../../clock.ts";
 import { findEndpoint, type Config } from "../../config/config.ts";
 import type { JobRequest } from "../../protocol/job-request.ts";
 import { BACKPRESSURE, isFinal } from "../../protocol/limits.ts";
-import { HttpError } from "../http/http-error.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
 import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
@@ -12,6 +11,7 @@ import { bodyHash, idempotencyConflict, idempotencyGone, replayOnly } from "./id
 import type { Resolver } from "../webhooks/webhook-address.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
+import { RefusedError } from "./refused.ts";
 
 export type { SubmitOptions } from "./submission.ts";
 
@@ -74,7 +74,7 @@ export class JobService {
   /** Checks the input against the endpoint's schema and the queue against backpressure, then enqueues. */
   async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<EnqueuedJob> {
     const endpoint = findEndpoint(this.#config, endpointId);
-    if (!endpoint) throw new HttpError(404, `endpoint ${endpointId} not found`);
+    if (!endpoint) throw new RefusedError("endpoint-not-found", `endpoint ${endpointId} not found`);
     const loading = this.#inputSchemas?.get(endpointId);
     const schema = loading instanceof Promise ? await loading : loading;
     const checking = checkSubmission(this.#config, endpoint, schema, request, options, this.#resolver);
@@ -116,7 +116,7 @@ export class JobService {
       }
       if (!full) throw err;
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
-      throw new HttpError(429, `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, { "retry-after": "1" });
+      throw new RefusedError("queue-full", `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, 1);
     });
     if (!taker || job.status !== "IN_PROGRESS" || job.replayed) {
       if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);

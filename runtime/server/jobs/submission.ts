@@ -2,10 +2,10 @@ import type { z } from "zod";
 import type { Config, EndpointConfig } from "../../config/config.ts";
 import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
 import { LIMITS } from "../../protocol/limits.ts";
-import { HttpError } from "../http/http-error.ts";
 import type { NewJob } from "../store/store.ts";
 import { refusePrivateWebhook, type Resolver } from "../webhooks/webhook-address.ts";
 import { bodyHash } from "./idempotency.ts";
+import { RefusedError } from "./refused.ts";
 
 /** What a submission carries besides its request body. */
 export interface SubmitOptions {
@@ -28,11 +28,11 @@ export interface SubmitOptions {
 export function checkSubmission(config: Config, endpoint: EndpointConfig, schema: z.ZodType | undefined, request: JobRequest, options: SubmitOptions, resolver?: Resolver): Promise<void> | undefined {
   const checked = schema?.safeParse(request.input);
   if (checked && !checked.success) {
-    throw options.invalid?.(checked.error) ?? new HttpError(400, `Invalid parameter: ${describeIssues(checked.error)}`);
+    throw options.invalid?.(checked.error) ?? new RefusedError("invalid", `Invalid parameter: ${describeIssues(checked.error)}`);
   }
   const s3Host = request.s3Config && new URL(request.s3Config.endpointUrl).host.toLowerCase();
   if (s3Host && endpoint.s3Hosts && !endpoint.s3Hosts.some((h) => h.toLowerCase() === s3Host)) {
-    throw new HttpError(400, `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
+    throw new RefusedError("invalid", `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
   }
   if (request.webhook && config.server.webhookBlockPrivate) return refusePrivateWebhook(request.webhook, config.server.webhookAllow, resolver);
   return undefined;

@@ -1,6 +1,6 @@
-import { HttpError } from "../http/http-error.ts";
 import { boundToAnotherWorker } from "../keys/worker-keys.ts";
 import type { Store, WorkerReport, WorkerTouch } from "../store/store.ts";
+import { RefusedError } from "./refused.ts";
 
 /** Liveness is judged in tens of seconds, so one write per worker per second is plenty. */
 const MIN_TOUCH_INTERVAL_MS = 1_000;
@@ -16,7 +16,7 @@ interface Written {
 export const KNOWN_ONLY: WorkerReport = Object.freeze({ knownOnly: true });
 
 /** A worker id another endpoint or key owns: answered as if it did not exist. */
-export const workerNotFound = (workerId: string) => new HttpError(404, `worker ${workerId} not found`);
+export const workerNotFound = (workerId: string) => new RefusedError("worker-not-found", `worker ${workerId} not found`);
 
 /**
  * Records that workers are alive without a store write on every request: a worker's take,

@@ -3,8 +3,8 @@ import type { Clock } from "../../clock.ts";
 import { startsWorkers, type Config } from "../../config/config.ts";
 import type { Log } from "../../log.ts";
 import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/job-response.ts";
-import { HttpError } from "../http/http-error.ts";
 import type { JobEvents } from "../jobs/job-events.ts";
+import { RefusedError } from "../jobs/refused.ts";
 import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import { topics } from "../store/store-events.ts";
 import type { StartFailure, StartFailureRun, Store } from "../store/store.ts";
@@ -156,15 +156,11 @@ export class StartFailures {
     return run !== undefined && this.#refusing(endpointId, run);
   }
 
-  /** The 503 a submission to the endpoint gets while it refuses work; undefined otherwise. */
-  refusal(endpointId: string): HttpError | undefined {
+  /** What a submission to the endpoint is refused with while it refuses work; undefined otherwise. */
+  refusal(endpointId: string): RefusedError | undefined {
     const run = this.#runs.get(endpointId);
     if (!run || !this.#refusing(endpointId, run)) return undefined;
-    return new HttpError(
-      503,
-      `no worker of ${endpointId} can start (${failedStarts(run.attempts)}): ${run.last.message}`,
-      { "retry-after": String(run.last.retryAfterS) },
-    );
+    return new RefusedError("not-starting", `no worker of ${endpointId} can start (${failedStarts(run.attempts)}): ${run.last.message}`, run.last.retryAfterS);
   }
 
   /** The run refuses work: the first permanent failure, or the limit over the window; never with "queue". */

@@ -1,6 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { HttpError } from "../http/http-error.ts";
+import { RefusedError } from "../jobs/refused.ts";
 
 const DNS_TIMEOUT_MS = 3_000;
 
@@ -125,6 +125,6 @@ export function pinnedRequest(url: string, address: string): { url: string; host
 export async function refusePrivateWebhook(url: string, allow: readonly string[], resolve?: Resolver): Promise<void> {
   const target = await webhookTarget(url, allow, resolve);
   if ("refused" in target && !target.refused.startsWith("cannot resolve")) {
-    throw new HttpError(400, "invalid job request: webhook: private, loopback and link-local addresses are not allowed on this server");
+    throw new RefusedError("invalid", "invalid job request: webhook: private, loopback and link-local addresses are not allowed on this server");
   }
 }
