@@ -11,7 +11,7 @@ import type { WorkerKeys } from "./keys/worker-keys.ts";
 import type { StartFailures } from "./scaling/start-failures.ts";
 import type { WorkerLogBook } from "./scaling/worker-log-book.ts";
 import type { ApiKeyRecord, Store } from "./store/store.ts";
-import type { Resolver } from "./webhooks/webhook-address.ts";
+import type { Resolver } from "./jobs/webhook-address.ts";
 
 /** What the Hono app is built from; tests pass their own clock, config and store. */
 export interface AppDeps {

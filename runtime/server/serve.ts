@@ -22,7 +22,7 @@ import { StartFailures } from "./scaling/start-failures.ts";
 import type { WorkerProvider } from "./scaling/worker-provider.ts";
 import { startWebhookSender } from "./webhooks/webhook-sender.ts";
 import { webhookSecret } from "./webhooks/webhook-signature.ts";
-import type { Resolver } from "./webhooks/webhook-address.ts";
+import type { Resolver } from "./jobs/webhook-address.ts";
 import { openEmbeddedStore, storeOptions, storeUrl } from "./store/create-store.ts";
 import type { Store } from "./store/store.ts";
 

@@ -7,7 +7,7 @@ import type { GpuDevice } from "../../runtime/config/gpus.ts";
 import { silentLog, type Log } from "../../runtime/log.ts";
 import { JobEvents } from "../../runtime/server/jobs/job-events.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
-import type { Resolver } from "../../runtime/server/webhooks/webhook-address.ts";
+import type { Resolver } from "../../runtime/server/jobs/webhook-address.ts";
 import type { WorkerProvider } from "../../runtime/server/scaling/worker-provider.ts";
 import { startServer, type RunningServer } from "../../runtime/server/serve.ts";
 import { createStore } from "../../runtime/server/store/create-store.ts";

@@ -6,7 +6,7 @@ import { parseConfig, type ConfigInput } from "../../runtime/config/config.ts";
 import { MemoryLog } from "../../runtime/log.ts";
 import { RATE_LIMITS } from "../../runtime/protocol/limits.ts";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
-import { isPrivateAddress } from "../../runtime/server/webhooks/webhook-address.ts";
+import { isPrivateAddress } from "../../runtime/server/jobs/webhook-address.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { parked, startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";

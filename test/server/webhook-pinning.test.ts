@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import { startTestServer } from "../helpers/test-server.ts";
 import { protocolWorker } from "../helpers/protocol-worker.ts";
 import { startReceiver } from "../helpers/webhook-receiver.ts";
-import { isPrivateAddress, webhookTarget } from "../../runtime/server/webhooks/webhook-address.ts";
+import { isPrivateAddress, webhookTarget } from "../../runtime/server/jobs/webhook-address.ts";
 
 const HTTPS_FIXTURE = resolve(import.meta.dir, "../fixtures/https-webhook-fixture.ts");
 

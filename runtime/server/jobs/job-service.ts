@@ -8,7 +8,7 @@ import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
 import { bodyHash, idempotencyConflict, idempotencyGone, replayOnly } from "./idempotency.ts";
-import type { Resolver } from "../webhooks/webhook-address.ts";
+import type { Resolver } from "./webhook-address.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
 import { RefusedError } from "./refused.ts";

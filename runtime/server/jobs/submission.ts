@@ -3,7 +3,7 @@ import type { Config, EndpointConfig } from "../../config/config.ts";
 import { describeIssues, type JobRequest } from "../../protocol/job-request.ts";
 import { LIMITS } from "../../protocol/limits.ts";
 import type { NewJob } from "../store/store.ts";
-import { refusePrivateWebhook, type Resolver } from "../webhooks/webhook-address.ts";
+import { refusePrivateWebhook, type Resolver } from "./webhook-address.ts";
 import { bodyHash } from "./idempotency.ts";
 import { RefusedError } from "./refused.ts";
 

@@ -2,7 +2,7 @@ import type { AppDeps } from "../app-deps.ts";
 import { jobResponse } from "../jobs/job-view.ts";
 import { topics } from "../store/store-events.ts";
 import type { WebhookDelivery } from "../store/store.ts";
-import { pinnedRequest, systemResolver, webhookTarget } from "./webhook-address.ts";
+import { pinnedRequest, systemResolver, webhookTarget } from "../jobs/webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /** The first attempt and exactly 2 more (the specification's retry rule). */

@@ -1,6 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { RefusedError } from "../jobs/refused.ts";
+import { RefusedError } from "./refused.ts";
 
 const DNS_TIMEOUT_MS = 3_000;
 
