@@ -2,7 +2,6 @@ import { systemClock, type Clock } from "../clock.ts";
 import { resolve } from "node:path";
 import { ConfigError, startsWorkers, type Config } from "../config/config.ts";
 import { stderrLog, type Log } from "../log.ts";
-import type { ScaleUpHold } from "../protocol/job-response.ts";
 import { createApp } from "./app.ts";
 import { dashboardPages } from "./dashboard/dashboard-pages.ts";
 import { LocalFileStore } from "./files/file-store.ts";
@@ -75,34 +74,17 @@ export function startServer(options: {
   const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
   const stats = new EndpointStatsRecorder(jobEvents, clock);
-  // The scaler is made just below; the metrics ask it only when scraped.
-  const metrics = new ServerMetrics({ store, config, clock, jobEvents, initializing: (ep: string): number => scaler.initializing(ep), stopping: (ep: string): number => scaler.stopping(ep), held: (ep: string): ScaleUpHold | undefined => scaler.held(ep), startFailures: { retrying: (ep: string): boolean => startFailures.retrying(ep) } });
+  const metrics = new ServerMetrics({ store, config, clock, jobEvents });
   const startFailures = new StartFailures({ store, config, clock, log, jobEvents, metrics });
   const workerKeys = new WorkerKeys();
   const workerLog = new WorkerLogBook();
-  const base = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys, workerLog };
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const sandbox = localSandbox(config, log);
   const provider = options.provider ?? new LocalProcessProvider({ log, killGraceMs: config.server.killGraceMs, stopsFor: stopList(store, systemClock, RELAY_WAIT_MS), sandbox: sandbox.hidden && { hidden: sandbox.hidden }, onOutput: (ep, id, line) => workerLog.add(ep, id, line, clock.now()) });
-  const scaler = new Scaler(base, provider, serverId);
+  const scaler = new Scaler({ store, config, clock, log, metrics, startFailures, workerKeys, workerLog }, provider, serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
-  const local: { origin?: string } = {};
-  const deps = {
-    local,
-    ...base,
-    files,
-    localFiles,
-    inputSchemas,
-    initializing: (ep: string) => scaler.initializing(ep),
-    stopping: (ep: string) => scaler.stopping(ep),
-    held: (ep: string) => scaler.held(ep),
-    workerSeen: (id: string, ep: string) => {
-      scaler.seen(id);
-      startFailures.ready(ep);
-    },
-    resolver: options.resolver,
-  };
+  const deps = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys, workerLog, scaler, files, localFiles, inputSchemas, resolver: options.resolver };
   const app = createApp(deps);
   const server = listen(config, {
     fetch: app.fetch,
@@ -119,8 +101,8 @@ export function startServer(options: {
   const webhooks = startWebhookSender({ ...deps, secret: webhookSecret(config) });
   const host = config.server.host === "0.0.0.0" ? "127.0.0.1" : config.server.host;
   const url = `http://${host}:${server.port}`;
-  local.origin = url;
-  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock, url) : Promise.resolve();
+  scaler.listening(url);
+  const scaling = scaler.endpoints.length ? startScaling(scaler, store, clock) : Promise.resolve();
   return {
     url,
     scaler,
@@ -152,11 +134,11 @@ export function startServer(options: {
  * Stored keys that servers before that one made for their scaler, and that one killed with
  * SIGKILL never revoked, are revoked here.
  */
-async function startScaling(scaler: Scaler, store: Store, clock: Clock, url: string): Promise<void> {
+async function startScaling(scaler: Scaler, store: Store, clock: Clock): Promise<void> {
   for (const key of await store.listKeys()) {
     if (key.scope === "worker" && key.revokedAt === undefined && /^scaler-server-[0-9a-f]{8}$/.test(key.name)) await store.revokeKey(key.id, clock.now());
   }
-  scaler.start(url);
+  scaler.start();
 }
 
 /**

@@ -1,13 +1,17 @@
 import type { MiddlewareHandler } from "hono";
 import { findEndpoint, type EndpointConfig } from "../../config/config.ts";
 import type { RateLimitedOperation } from "../../protocol/limits.ts";
-import type { AppDeps, AppEnv } from "../app-deps.ts";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config/config.ts";
+import type { JobEvents } from "../jobs/job-events.ts";
+import type { WorkerKeys } from "../keys/worker-keys.ts";
+import type { AppEnv } from "./app-env.ts";
 import { HttpError } from "./http-error.ts";
 import { keyFromHeader } from "../keys/api-keys.ts";
 import { KeyCache } from "../keys/key-cache.ts";
 import { admitRequest } from "../limits/rate-limiter.ts";
 import { andThen, type MaybePromise } from "../../maybe-promise.ts";
-import type { ApiKeyRecord } from "../store/store.ts";
+import type { ApiKeyRecord, Store } from "../store/store.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "logs", "health", "requests", "scaling"]);
@@ -34,16 +38,26 @@ const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entrie
   requests: "requests",
 } satisfies Record<string, RateLimitedOperation>));
 
+/** What the access checks read: keys and rate limits from the store, the server's own workers' keys. */
+export interface AccessDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  /** Told of each request refused for its rate limit. */
+  jobEvents: JobEvents;
+  workerKeys?: WorkerKeys;
+}
+
 /**
  * The checks every /v2 request passes, as plain functions of the request's parts: the Hono
  * middleware below and the job path's routes (routes/job-path-routes.ts) both call them, so the
  * two give the same answers in the same order.
  */
 export class Access {
-  readonly #deps: AppDeps;
+  readonly #deps: AccessDeps;
   readonly #keys: KeyCache;
 
-  constructor(deps: AppDeps) {
+  constructor(deps: AccessDeps) {
     this.#deps = deps;
     this.#keys = new KeyCache(deps.store, deps.clock, deps.store.events);
   }
@@ -106,7 +120,7 @@ function usable(record: ApiKeyRecord | null): ApiKeyRecord {
 }
 
 /** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
-export function authenticate(deps: AppDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
+export function authenticate(deps: AccessDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     c.set("key", await access.key(c.req.header("authorization")));
     await next();
@@ -117,7 +131,7 @@ export function authenticate(deps: AppDeps, access = new Access(deps)): Middlewa
  * Checks the endpoint exists (404), that the key may use it and this operation (401, saying
  * why), and the operation's rate limits (429 with Retry-After).
  */
-export function authorize(deps: AppDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
+export function authorize(deps: AccessDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const endpointId = c.req.param("endpoint")!;
     const path = c.req.path;

@@ -1,9 +1,28 @@
-import type { AppDeps } from "../app-deps.ts";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config/config.ts";
+import type { Log } from "../../log.ts";
 import type { FileStore } from "../files/file-store.ts";
+import type { Store } from "../store/store.ts";
+import type { JobEvents } from "./job-events.ts";
 
 const FILE_PRUNE_INTERVAL_MS = 10 * 60_000;
 /** The lease under which one server runs retention, expiry, timeouts, worker loss and scaling. */
 export const DUTIES_LEASE = "duties";
+
+/** What the duties are run with. */
+export interface MaintenanceDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  log: Log;
+  /** Told of the jobs a sweep ended. */
+  jobEvents: JobEvents;
+  files: FileStore;
+  /** This server's id: the holder of the duties lease. */
+  serverId: string;
+  /** Told whether each try for the duties lease got it. */
+  metrics?: { leaseHeld(held: boolean): void };
+}
 
 /**
  * The housekeeping duties: expiry and retention, execution timeouts, worker loss, and removing
@@ -11,7 +30,7 @@ export const DUTIES_LEASE = "duties";
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
 export function startMaintenance(
-  deps: AppDeps & { files: FileStore; serverId: string },
+  deps: MaintenanceDeps,
 ): { sweep: () => Promise<void>; stop: () => Promise<void> } {
   const { store, clock, config, log, files } = deps;
   const leaseMs = Math.max(300, 3 * config.server.sweepIntervalMs);

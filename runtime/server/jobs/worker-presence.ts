@@ -29,7 +29,8 @@ export class WorkerPresence {
 
   constructor(
     private readonly store: Store,
-    private readonly onSeen?: (workerId: string, endpointId: string) => void,
+    /** Told of every request of a worker (this server's scaler). */
+    private readonly told?: { reached(workerId: string, endpointId: string): void },
   ) {}
 
   /**
@@ -42,12 +43,12 @@ export class WorkerPresence {
     const last = this.#lastWrite.get(workerId);
     const ping = report !== undefined && (report.runningIds !== undefined || report.unhealthy !== undefined);
     if (!ping && last !== undefined && now - last.at < MIN_TOUCH_INTERVAL_MS && now >= last.at && last.endpointId === endpointId && last.keyId === keyId) {
-      this.onSeen?.(workerId, endpointId);
+      this.told?.reached(workerId, endpointId);
       return undefined;
     }
     return this.store.touchWorker(workerId, endpointId, keyId, now, report).then((touched) => {
       if (!touched) throw workerNotFound(workerId);
-      this.onSeen?.(workerId, endpointId);
+      this.told?.reached(workerId, endpointId);
       this.#lastWrite.set(workerId, { at: now, endpointId, keyId });
       if (this.#lastWrite.size > 100_000) this.#lastWrite.clear(); // bound memory on id churn
       return touched;

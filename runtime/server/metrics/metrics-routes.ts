@@ -1,9 +1,9 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import { authenticate } from "../http/access.ts";
-import type { AppDeps, AppEnv } from "../app-deps.ts";
+import { authenticate, type AccessDeps } from "../http/access.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { HttpError } from "../http/http-error.ts";
-import type { ServerMetrics } from "./server-metrics.ts";
+import type { ScrapeReads, ServerMetrics } from "./server-metrics.ts";
 
 const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]);
 
@@ -31,7 +31,7 @@ export function countRequests(metrics: ServerMetrics): MiddlewareHandler<AppEnv>
  * GET /metrics in the Prometheus text format. Needs a full or read-only key that is not limited
  * to some endpoints (it shows them all), unless server.metricsPublic is set.
  */
-export function metricsRoutes(deps: AppDeps, metrics: ServerMetrics): Hono<AppEnv> {
+export function metricsRoutes(deps: AccessDeps & ScrapeReads, metrics: ServerMetrics): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   if (!deps.config.server.metricsPublic) {
     app.use("/metrics", authenticate(deps), async (c, next) => {
@@ -41,6 +41,6 @@ export function metricsRoutes(deps: AppDeps, metrics: ServerMetrics): Hono<AppEn
       await next();
     });
   }
-  app.get("/metrics", async (c) => c.body(await metrics.exposition(), 200, { "content-type": metrics.contentType }));
+  app.get("/metrics", async (c) => c.body(await metrics.exposition(deps), 200, { "content-type": metrics.contentType }));
   return app;
 }

@@ -1,11 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config/config.ts";
-import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import type { JobEvent, JobEvents } from "../jobs/job-events.ts";
 import type { Store } from "../store/store.ts";
+import type { ScalerView } from "../scaling/scaler-view.ts";
 import { scalingSignal } from "../scaling/scaling-signal.ts";
-import type { StartFailures } from "../scaling/start-failures.ts";
+import type { WebhookOutcome } from "../webhooks/webhook-sender.ts";
 
 /** Seconds, from a fast job's queue wait up to an hour-long generation. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
@@ -15,9 +15,6 @@ const HEAP_SPACE_METRICS = ["nodejs_heap_space_size_total_bytes", "nodejs_heap_s
 
 const PER_SERVER = "Counted by this server (with several servers, sum over them).";
 const SHARED = "Read from the store at scrape time: the same on every server sharing it.";
-
-/** How a webhook attempt ended: delivered, failed and retried later, or failed for good. */
-export type WebhookOutcome = "delivered" | "retried" | "given_up";
 
 /**
  * Counts by label values, kept as plain numbers and handed to a prom-client counter only when
@@ -47,14 +44,17 @@ export interface MetricsDeps {
   config: Config;
   clock: Clock;
   jobEvents: JobEvents;
-  /** Workers the scaler started and has not heard from yet, per endpoint. */
-  initializing?: (endpointId: string) => number;
-  /** Worker processes the scaler is ending and that have not exited, per endpoint. */
-  stopping?: (endpointId: string) => number;
-  /** Why the scaler holds a scale-up of the endpoint; undefined when it does not. */
-  held?: (endpointId: string) => ScaleUpHold | undefined;
+}
+
+/**
+ * What a scrape reads besides the store. The scaler and the start failures count into the metrics
+ * as they are made, so they are handed over at scrape time rather than at construction.
+ */
+export interface ScrapeReads {
+  /** This server's scaler: its initializing and stopping workers, and a held scale-up. */
+  scaler?: Pick<ScalerView, "initializing" | "stopping" | "held">;
   /** Whether the endpoint's workers keep failing to start (its scaling signal asks for one). */
-  startFailures?: Pick<StartFailures, "retrying">;
+  startFailures?: { retrying(endpointId: string): boolean };
 }
 
 /**
@@ -183,25 +183,26 @@ export class ServerMetrics {
     this.#http.add(`${method} ${status} ${route}`, () => ({ method, route, status: String(status) }));
   }
 
-  /** The text exposition, with the queue gauges read from the store now. */
-  async exposition(): Promise<string> {
+  /** The text exposition, with the queue gauges read from the store (and `reads`) now. */
+  async exposition(reads: ScrapeReads = {}): Promise<string> {
     const { store, config, clock } = this.#deps;
+    const { scaler } = reads;
     const now = clock.now();
     for (const endpoint of Object.keys(config.endpoints)) {
       const health = await store.health(endpoint, now, config.server.workerLossTimeoutMs);
       this.#queueDepth.set({ endpoint }, health.jobs.inQueue);
       this.#inProgress.set({ endpoint }, health.jobs.inProgress);
-      const stopping = this.#deps.stopping?.(endpoint) ?? 0;
+      const stopping = scaler?.stopping(endpoint) ?? 0;
       // A stopping process is not idle, whatever its last heartbeat said.
       this.#workers.set({ endpoint, state: "idle" }, Math.max(0, health.workers.idle - stopping));
       this.#workers.set({ endpoint, state: "stopping" }, stopping);
       this.#workers.set({ endpoint, state: "running" }, health.workers.running);
       this.#workers.set({ endpoint, state: "unhealthy" }, health.workers.unhealthy);
-      this.#workers.set({ endpoint, state: "initializing" }, this.#deps.initializing?.(endpoint) ?? 0);
-      const signal = await scalingSignal(this.#deps, endpoint, config.endpoints[endpoint]!);
+      this.#workers.set({ endpoint, state: "initializing" }, scaler?.initializing(endpoint) ?? 0);
+      const signal = await scalingSignal({ ...this.#deps, ...reads }, endpoint, config.endpoints[endpoint]!);
       this.#oldestAge.set({ endpoint }, signal.oldestQueuedAgeSeconds);
       this.#desired.set({ endpoint }, signal.desiredWorkers);
-      this.#held.set({ endpoint, reason: "gpu" }, this.#deps.held?.(endpoint)?.workers ?? 0);
+      this.#held.set({ endpoint, reason: "gpu" }, scaler?.held(endpoint)?.workers ?? 0);
     }
     return this.registry.metrics();
   }

@@ -62,18 +62,18 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
 
   app.get("/health", async (c) => {
     const health = await store.health(c.get("endpointId"), clock.now(), config.server.workerLossTimeoutMs);
-    health.workers.initializing = deps.initializing?.(c.get("endpointId")) ?? 0;
+    health.workers.initializing = deps.scaler?.initializing(c.get("endpointId")) ?? 0;
     const starting = deps.startFailures?.report(c.get("endpointId"));
     if (starting) {
       health.workers.failing = starting.failing;
       health.lastStartError = starting.lastStartError;
     }
-    const stopping = deps.stopping?.(c.get("endpointId")) ?? 0;
+    const stopping = deps.scaler?.stopping(c.get("endpointId")) ?? 0;
     // A stopping process is not idle, whatever its last heartbeat said.
     health.workers.idle = Math.max(0, health.workers.idle - stopping);
     // Present only while there is one: RunPod's health has no such state.
     if (stopping > 0) health.workers.stopping = stopping;
-    const held = deps.held?.(c.get("endpointId"));
+    const held = deps.scaler?.held(c.get("endpointId"));
     if (held) health.scaleUpHeld = held;
     return c.json(health satisfies HealthResponse);
   });

@@ -21,7 +21,7 @@ export function fileUploadRoutes(deps: AppDeps, files: FileStore, presence: Work
     const data = await c.req.blob();
     const type = c.req.header("content-type") ?? "application/octet-stream";
     // Where the client that submitted the job can fetch it: the worker may have come another way.
-    const origin = deps.config.server.publicUrl ?? job.origin ?? deps.local?.origin ?? requestOrigin(c.req.url);
+    const origin = deps.config.server.publicUrl ?? job.origin ?? deps.scaler?.origin ?? requestOrigin(c.req.url);
     let url: string;
     try {
       url = await files.put(c.get("endpointId"), jobId, name, data, type, deps.clock.now(), origin);

@@ -91,7 +91,7 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   }
 
   function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
-    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid, origin: originToRecord(c.req.url, deps.local) });
+    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid, origin: originToRecord(c.req.url, deps.scaler) });
   }
 
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */

@@ -44,7 +44,7 @@ export class WorkerSteps {
 
   constructor(deps: RouteDeps) {
     this.#deps = deps;
-    this.presence = new WorkerPresence(deps.store, deps.workerSeen);
+    this.presence = new WorkerPresence(deps.store, deps.scaler);
   }
 
   /**

@@ -1,16 +1,22 @@
-import { gpuNeed, startsWorkers, type EndpointConfig } from "../../config/config.ts";
+import type { Clock } from "../../clock.ts";
+import { gpuNeed, startsWorkers, type Config, type EndpointConfig } from "../../config/config.ts";
+import type { Log } from "../../log.ts";
 import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import { join, resolve } from "node:path";
 import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../../protocol/exit-codes.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
-import type { AppDeps } from "../app-deps.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
+import type { WorkerKeys } from "../keys/worker-keys.ts";
 import { topics } from "../store/store-events.ts";
+import type { Store } from "../store/store.ts";
 import { fleetOf, othersKept } from "./fleet.ts";
 import { GpuLocks, gpuLockDir } from "./gpu-locks.ts";
 import { GpuPlacement, gpuEnv, type GpuGrant } from "./gpu-placement.ts";
 import { floorWorkers, targetWorkers } from "./scale-decision.ts";
+import type { ScalerView } from "./scaler-view.ts";
+import type { StartFailures } from "./start-failures.ts";
 import { newWorkerId } from "./worker-id.ts";
+import type { WorkerLogBook } from "./worker-log-book.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
 const MAX_BACKOFF_MS = 30_000;
@@ -19,6 +25,22 @@ const MAX_BACKOFF_MS = 30_000;
 export const endpointScratchDir = (dataDir: string, endpointId: string): string => join(resolve(dataDir), "endpoints", endpointId);
 /** A worker that lived this long resets its endpoint's crash backoff. */
 const HEALTHY_AFTER_MS = 60_000;
+
+/** What the scaler is built from. */
+export interface ScalerDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  log: Log;
+  /** The keys of the workers it starts (held in memory, never stored). */
+  workerKeys: WorkerKeys;
+  /** Where its workers' failed starts are kept; a worker that reaches the server ends its endpoint's run. */
+  startFailures?: StartFailures;
+  /** Where each worker's start and exit are written for the dashboard. */
+  workerLog?: WorkerLogBook;
+  /** Told of every worker it starts (up) and every idle one it stops (down). */
+  metrics?: { scaled(endpointId: string, direction: "up" | "down"): void };
+}
 
 interface Managed {
   endpointId: string;
@@ -48,18 +70,18 @@ interface EndpointState {
  * crashes is forgotten by the store (its jobs follow the worker-loss rule) and replaced with
  * backoff.
  */
-export class Scaler {
-  readonly #deps: AppDeps;
+export class Scaler implements ScalerView {
+  readonly #deps: ScalerDeps;
   readonly #provider: WorkerProvider;
   readonly #endpoints = new Map<string, EndpointState>();
   readonly #stopped = new AbortController();
-  #serverUrl = "";
+  #origin: string | undefined;
   #loop?: Promise<void>;
 
   readonly #serverId: string;
   readonly #gpus: GpuPlacement;
 
-  constructor(deps: AppDeps, provider: WorkerProvider, serverId: string) {
+  constructor(deps: ScalerDeps, provider: WorkerProvider, serverId: string) {
     this.#deps = deps;
     this.#serverId = serverId;
     this.#provider = provider;
@@ -83,10 +105,24 @@ export class Scaler {
     return state ? [...state.workers.values()].filter((w) => !w.stopping && !w.seen).length : 0;
   }
 
-  /** A worker reached the server (any worker request): it is no longer initializing. */
+  /** A worker is known to have reached a server: it is no longer initializing. */
   seen(workerId: string): void {
     const w = this.#byId.get(workerId);
     if (w) w.seen = true;
+  }
+
+  reached(workerId: string, endpointId: string): void {
+    this.seen(workerId);
+    this.#deps.startFailures?.ready(endpointId);
+  }
+
+  get origin(): string | undefined {
+    return this.#origin;
+  }
+
+  /** The server listens at `url`: the origin its own workers are told to call. */
+  listening(url: string): void {
+    this.#origin = url;
   }
 
   /** Worker processes being ended (stopped, or past a job's deadline) that have not exited. */
@@ -106,9 +142,8 @@ export class Scaler {
     return state ? [...state.workers].filter(([, w]) => !w.stopping).map(([id]) => id) : [];
   }
 
-  /** Starts scaling: workers reach the server at `serverUrl`, each with a key of its own. */
-  start(serverUrl: string): void {
-    this.#serverUrl = serverUrl;
+  /** Starts scaling: workers reach the server at the origin it listens on, each with a key of its own. */
+  start(): void {
     const { clock, config, log, store } = this.#deps;
     // A job queued on a scaled endpoint wakes the scaler at once: a cold start does not wait
     // for the next tick.
@@ -227,14 +262,14 @@ export class Scaler {
     if (!grant) return false;
     const gpus = grant.ids;
     const workerId = newWorkerId(endpointId);
-    const keys = this.#deps.workerKeys!;
+    const keys = this.#deps.workerKeys;
     // A provider that throws started nothing: its GPUs go back as the scope ends.
     using unstarted = this.#gpus.returnUnlessKept(grant);
     const handle = this.#provider.start({
       endpointId,
       workerId,
       handler: config.handler!,
-      serverUrl: this.#serverUrl,
+      serverUrl: this.#origin ?? "",
       apiKey: keys.issue(endpointId, workerId, clock.now()),
       env: {
         [OPTIONS_ENV]: JSON.stringify(config.options),

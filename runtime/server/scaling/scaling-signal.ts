@@ -4,7 +4,7 @@ import type { ScalingSignal } from "../../protocol/scaling-signal.ts";
 import type { Store } from "../store/store.ts";
 import { othersKept } from "./fleet.ts";
 import { targetWorkers } from "./scale-decision.ts";
-import type { StartFailures } from "./start-failures.ts";
+import type { ScalerView } from "./scaler-view.ts";
 
 const NONE = new Map<string, never>();
 
@@ -12,10 +12,10 @@ export interface SignalDeps {
   store: Store;
   config: Config;
   clock: Clock;
-  /** Workers started by this server's scaler and not heard from yet. */
-  initializing?: (endpointId: string) => number;
+  /** This server's scaler: its workers not heard from yet count as current ones. */
+  scaler?: Pick<ScalerView, "initializing">;
   /** Endpoints whose workers keep failing to start: one worker is still wanted, to try again. */
-  startFailures?: Pick<StartFailures, "retrying">;
+  startFailures?: { retrying(endpointId: string): boolean };
 }
 
 /**
@@ -29,7 +29,7 @@ export async function scalingSignal(deps: SignalDeps, endpointId: string, endpoi
   const { store, config, clock } = deps;
   const now = clock.now();
   const stats = await store.scalingStats(endpointId, now, config.server.workerLossTimeoutMs);
-  const initializing = deps.initializing?.(endpointId) ?? 0;
+  const initializing = deps.scaler?.initializing(endpointId) ?? 0;
   // While jobs wait every connected worker counts (each is about to take one); once none waits,
   // only those Spool's scaler would keep, so an idle one past idleTimeout is no longer wanted.
   const connected = stats.queued > 0 ? stats.workers.length : othersKept(NONE, stats, endpoint.idleTimeout * 1000, now);

@@ -5,7 +5,6 @@ import type { Log } from "../../log.ts";
 import { WORKER_START_ERROR_TYPE, type StartErrorReport } from "../../protocol/job-response.ts";
 import type { JobEvents } from "../jobs/job-events.ts";
 import { RefusedError } from "../jobs/refused.ts";
-import type { ServerMetrics } from "../metrics/server-metrics.ts";
 import { topics } from "../store/store-events.ts";
 import type { StartFailure, StartFailureRun, Store } from "../store/store.ts";
 import { startErrorMessage, type StartExit } from "./start-error-message.ts";
@@ -16,7 +15,8 @@ export interface StartFailuresDeps {
   log: Log;
   store: Store;
   jobEvents: JobEvents;
-  metrics?: ServerMetrics;
+  /** Told of every failed start. */
+  metrics?: { startFailed(endpointId: string): void };
 }
 
 /** Retry-After for an endpoint whose outside workers report start failures: when one may have been restarted. */

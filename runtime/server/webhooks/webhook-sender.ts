@@ -1,9 +1,28 @@
-import type { AppDeps } from "../app-deps.ts";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config/config.ts";
+import type { Log } from "../../log.ts";
 import { jobResponse } from "../jobs/job-view.ts";
 import { topics } from "../store/store-events.ts";
-import type { WebhookDelivery } from "../store/store.ts";
-import { pinnedRequest, systemResolver, webhookTarget } from "../jobs/webhook-address.ts";
+import type { Store, WebhookDelivery } from "../store/store.ts";
+import { pinnedRequest, systemResolver, webhookTarget, type Resolver } from "../jobs/webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
+
+/** How a webhook attempt ended: delivered, failed and retried later, or failed for good. */
+export type WebhookOutcome = "delivered" | "retried" | "given_up";
+
+/** What the sender is built from. */
+export interface WebhookSenderDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  log: Log;
+  /** The key its calls are signed with. */
+  secret: string;
+  /** How webhook hosts are looked up before each call (the system's resolver by default). */
+  resolver?: Resolver;
+  /** Told how each attempt ended. */
+  metrics?: { webhook(outcome: WebhookOutcome): void };
+}
 
 /** The first attempt and exactly 2 more (the specification's retry rule). */
 export const WEBHOOK_ATTEMPTS = 3;
@@ -15,7 +34,7 @@ const MAX_IN_FLIGHT = 64;
  * Delivers the webhook calls the store owes, apart from the job path: a slow receiver delays
  * nothing but its own call. Due calls are leased, so with several servers each goes out once.
  */
-export function startWebhookSender(deps: AppDeps & { secret: string }): { stop: () => Promise<void> } {
+export function startWebhookSender(deps: WebhookSenderDeps): { stop: () => Promise<void> } {
   const { store, clock, config, log } = deps;
   const { webhookRetryDelayMs, webhookTimeoutMs, webhookBlockPrivate, webhookAllow } = config.server;
   const stopped = new AbortController();
