@@ -13,7 +13,7 @@ const opt = (s: string | undefined) => (s === undefined || s === "" ? undefined 
 const num = (s: string | undefined) => (s === undefined || s === "" ? undefined : Number(s));
 const json = (s: string | undefined) => (s === undefined ? undefined : JSON.parse(s));
 
-/** A job as a script answers it (reply() in redis-lua-prelude.ts): its other fields as JSON, then its input and output as stored. */
+/** A job as a script answers it (reply() in lua/prelude.lua): its other fields as JSON, then its input and output as stored. */
 export type JobReply = [fields: string, input: string | null, output: string | null];
 
 /** The job's hash fields (all strings) from a script's answer. */

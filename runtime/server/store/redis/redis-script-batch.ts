@@ -1,4 +1,4 @@
-import { BATCH_FORM } from "./redis-lua-batched.ts";
+import { BATCH_FORM } from "./redis-lua.ts";
 import type { RedisScripts } from "./redis-scripts.ts";
 
 /** Most calls in one script run, and about the most characters of their arguments. */
@@ -14,7 +14,7 @@ interface Call {
 }
 
 /**
- * Calls of one batched script (redis-lua-batched.ts). A call made while none is in flight goes
+ * Calls of one batched script (lua/enqueue.lua, finish.lua, claim.lua). A call made while none is in flight goes
  * out at once (no added wait: a lone worker or a runsync pays nothing); calls made while some are
  * in flight wait for the end of the event loop's turn and go together, as one run of the batch
  * form (up to 64, or about 1 MB of arguments each: one round trip and one script run for all of

@@ -1,16 +1,5 @@
 import type { RedisClient } from "bun";
-import { DUTY_SCRIPTS } from "./redis-lua-duties.ts";
-import { JOB_SCRIPTS } from "./redis-lua-jobs.ts";
-import { LOG_SCRIPTS } from "./redis-lua-logs.ts";
-import { EPILOGUE, PRELUDE } from "./redis-lua-prelude.ts";
-
-export type ScriptName = keyof typeof JOB_SCRIPTS | keyof typeof DUTY_SCRIPTS | keyof typeof LOG_SCRIPTS;
-const BODIES: Record<ScriptName, string> = { ...JOB_SCRIPTS, ...DUTY_SCRIPTS, ...LOG_SCRIPTS };
-
-/** The Lua source EVALSHA runs for each script (what SCRIPT LOAD is sent). */
-export const SCRIPT_SOURCES = Object.fromEntries(
-  Object.entries(BODIES).map(([name, body]) => [name, PRELUDE + body + EPILOGUE]),
-) as Record<ScriptName, string>;
+import { SCRIPT_SOURCES, type ScriptName } from "./redis-lua.ts";
 
 /** SHA1 of each script, as EVALSHA names it: known here, so a script runs without a SCRIPT LOAD first. */
 const SCRIPT_SHAS = Object.fromEntries(

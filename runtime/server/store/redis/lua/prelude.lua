@@ -1,20 +1,14 @@
-/**
- * Every field a job's hash may have but its input (jobFields in redis-enqueue.ts, and the scripts
- * that write one): all a result reads of its job (EndedJob), so that a long input is not copied
- * into the script. A field added to the hash must be added here (a test checks the list).
- */
-export const FIELDS_BUT_INPUT = [
-  ...["id", "ep", "policy", "timeout", "ttl", "low", "sync", "webhook", "s3", "key"],
-  ...["seq", "rid", "status", "created", "queued", "expires", "losses", "retries", "chunks", "read"],
-  ...["started", "worker", "deadline", "progress", "output", "error", "completed", "ochunk"],
-] as const;
+--[[
+  The start of every script of the Redis store: every state change of a job runs as one script,
+  so it is atomic across servers, and publishes its topics on the events channel. ARGV[1] is the
+  key prefix, ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own
+  arguments follow. A script is this prelude, its body (run as the function script() opened at
+  the end here), then epilogue.lua.
 
-/**
- * Lua for the Redis store: every state change of a job runs as one script, so it is atomic
- * across servers, and publishes its topics on the events channel. ARGV[1] is the key prefix,
- * ARGV[2] and ARGV[3] the sync and async retention, ARGV[4] now; a script's own arguments follow.
- */
-export const PRELUDE = `
+  Keys, under the prefix ARGV[1] (none is passed in KEYS), through the helpers a body calls:
+  job:* (a job's hash), ch:* (its stream), log:* and logm:* (its log), idem:*, q:* (queues), st:*
+  and ls:* (by status), exp, run, wjobs:*, stops:*, list:*, dl, dl:*, dlseq (webhook calls owed)
+]]
 local P = ARGV[1]
 local now = tonumber(ARGV[4])
 local function n(x) return string.format('%.0f', x) end
@@ -26,8 +20,16 @@ local function job(id)
   for i = 1, #h, 2 do t[h[i]] = h[i + 1] end
   return t
 end
--- The job but its input (nil when there is none): all a result reads (FIELDS_BUT_INPUT).
-local butInput = {${FIELDS_BUT_INPUT.map((f) => `'${f}'`).join(", ")}}
+-- Every field a job's hash may have but its input (jobFields in redis-enqueue.ts, and the scripts
+-- that write one): all a result reads of its job (EndedJob), so that a long input is not copied
+-- into the script. A field added to the hash must be added here (test/store/redis-store.test.ts
+-- checks the list).
+local butInput = {
+  'id', 'ep', 'policy', 'timeout', 'ttl', 'low', 'sync', 'webhook', 's3', 'key',
+  'seq', 'rid', 'status', 'created', 'queued', 'expires', 'losses', 'retries', 'chunks', 'read',
+  'started', 'worker', 'deadline', 'progress', 'output', 'error', 'completed', 'ochunk',
+}
+-- The job but its input (nil when there is none): all a result reads.
 local function jobButInput(id)
   local v = redis.call('HMGET', jk(id), unpack(butInput))
   if not v[1] then return nil end
@@ -74,7 +76,7 @@ local function drop(j, names)
   for _, f in ipairs(names) do if j[f] ~= nil then present[#present + 1] = f; j[f] = nil end end
   if #present > 0 then redis.call('HDEL', jk(j.id), unpack(present)) end
 end
--- The status and expiry indexes, then the hash with \`fields\`; exp is written only when the expiry moves.
+-- The status and expiry indexes, then the hash with `fields`; exp is written only when the expiry moves.
 local function setStatus(j, new, expires, fields)
   local e = n(expires)
   redis.call('ZREM', st(j.ep, j.status), j.id)
@@ -140,7 +142,7 @@ local function ended(j, status, fields)
   owe(j)
   pub('job:' .. j.id)
 end
--- A running job (already unrun) back in its queue, in its place, with \`fields\` written too.
+-- A running job (already unrun) back in its queue, in its place, with `fields` written too.
 local function requeue(j, fields)
   drop(j, {'worker', 'started', 'deadline', 'progress'})
   setStatus(j, 'IN_QUEUE', tonumber(j.expires), fields)
@@ -158,25 +160,3 @@ local function lose(j, w, why)
   return 'lost'
 end
 local function script()
-`;
-
-/** Closes the script function PRELUDE opened: runs it, then publishes what it collected. */
-export const EPILOGUE = `
-end
-local result = script()
--- A job's topic goes out only while a server listens to it (see redis-events.ts).
-local out, jobs = {}, {}
-for _, t in ipairs(topics) do
-  if string.sub(t, 1, 4) == 'job:' then jobs[#jobs + 1] = t else out[#out + 1] = t end
-end
-for i = 1, #jobs, 1000 do
-  local counts = redis.call('HMGET', P .. 'listen', unpack(jobs, i, math.min(i + 999, #jobs)))
-  for k, c in ipairs(counts) do
-    if c and tonumber(c) > 0 then out[#out + 1] = jobs[i + k - 1] end
-  end
-end
-if #out == 1 then redis.call('PUBLISH', P .. 'events', out[1])
-elseif #out > 1 then redis.call('PUBLISH', P .. 'events', cjson.encode(out)) end
-for i = 1, #forgotten, 1000 do redis.call('HDEL', P .. 'listen', unpack(forgotten, i, math.min(i + 999, #forgotten))) end
-return result
-`;

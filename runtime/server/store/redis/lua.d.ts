@@ -1,0 +1,1 @@
+declare module "*.lua" { const text: string; export default text; }
