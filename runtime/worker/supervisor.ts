@@ -3,6 +3,7 @@ import { isCompiled } from "../executable.ts";
 import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../protocol/exit-codes.ts";
 import { CHILD_ENV, EXIT_WITH_PARENT_ENV, GENERATION_ENV } from "../protocol/worker-env.ts";
 import { KILL_GRACE_DEFAULT_MS, KILL_GRACE_ENV } from "../protocol/worker-ipc.ts";
+import { afterCrash } from "../process/crash-backoff.ts";
 import { launchWorker, kernelEndsOrphans } from "../process/launch.ts";
 import { OwnedWorker, watchEnv, type StopSource } from "../process/owned-worker.ts";
 
@@ -38,6 +39,7 @@ export async function supervise(command: string[], env: Record<string, string | 
       stderr: "inherit",
     });
     child = proc;
+    const startedAt = performance.now();
     const { watchdog } = new OwnedWorker(proc, { killGraceMs, log, stopsFor });
     const code = await proc.exited;
     if (stopping) return code;
@@ -52,8 +54,8 @@ export async function supervise(command: string[], env: Record<string, string | 
       log.info("replacing the worker process", { code });
       continue;
     }
-    crashes++;
-    const wait = Math.min(30_000, 250 * 2 ** Math.min(crashes - 1, 7));
+    const { crashes: inRow, waitMs: wait } = afterCrash(crashes, performance.now() - startedAt);
+    crashes = inRow;
     log.warn("worker process crashed; restarting", { code, inMs: wait });
     // Told to stop meanwhile: no new child.
     await new Promise<void>((resolve) => {

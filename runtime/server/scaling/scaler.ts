@@ -4,6 +4,7 @@ import type { Log } from "../../log.ts";
 import type { ScaleUpHold } from "../../protocol/job-response.ts";
 import { join, resolve } from "node:path";
 import { EXIT_REPLACE, EXIT_START_PERMANENT } from "../../protocol/exit-codes.ts";
+import { afterCrash } from "../../process/crash-backoff.ts";
 import { OPTIONS_ENV } from "../../protocol/worker-env.ts";
 import { DUTIES_LEASE } from "../jobs/maintenance.ts";
 import type { WorkerKeys } from "../keys/worker-keys.ts";
@@ -19,13 +20,8 @@ import { newWorkerId } from "./worker-id.ts";
 import type { WorkerLogBook } from "./worker-log-book.ts";
 import type { WorkerHandle, WorkerProvider } from "./worker-provider.ts";
 
-const MAX_BACKOFF_MS = 30_000;
-
 /** An endpoint's own folder under the data dir: its workers' SPOOL_DATA_DIR (models, caches), the only part of the data dir they see in a sandbox. */
 export const endpointScratchDir = (dataDir: string, endpointId: string): string => join(resolve(dataDir), "endpoints", endpointId);
-/** A worker that lived this long resets its endpoint's crash backoff. */
-const HEALTHY_AFTER_MS = 60_000;
-
 /** What the scaler is built from. */
 export interface ScalerDeps {
   store: Store;
@@ -304,9 +300,8 @@ export class Scaler implements ScalerView {
         log.info("worker asked to be replaced", { endpointId, workerId });
         return;
       }
-      const lived = clock.now() - managed.startedAt;
-      state.crashes = lived >= HEALTHY_AFTER_MS ? 1 : state.crashes + 1;
-      const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** (state.crashes - 1));
+      const { crashes, waitMs: backoff } = afterCrash(state.crashes, clock.now() - managed.startedAt);
+      state.crashes = crashes;
       state.notBefore = clock.now() + backoff;
       if (managed.seen) log.warn("worker crashed; replacing it after backoff", { endpointId, workerId, code, backoffMs: backoff });
       else await this.#startFailed(endpointId, workerId, managed, code, backoff);
