@@ -6,12 +6,13 @@ import { buildOpenApiDocument } from "./openapi-document.ts";
 /**
  * Scalar's browser bundle (MIT), served by this server so the docs page needs no CDN: a file import,
  * so `bun build --compile` embeds it (its path is then inside the executable). A copy of
- * @scalar/api-reference's dist/browser/standalone.js, kept here because that package's own
- * dependencies (Vue and the rest of its editor, ~200 MB) are of no use to a server that only serves
- * this file; test/server/openapi/scalar-bundle.test.ts checks it is the devDependency's.
+ * @scalar/api-reference's dist/browser/standalone.js, vendored (vendor/README.md) because that
+ * package's own dependencies (Vue and the rest of its editor, ~200 MB) are of no use to a server
+ * that only serves this file; test/server/openapi/scalar-bundle.test.ts checks it is the
+ * devDependency's.
  */
 // @ts-expect-error a file import: Bun gives its path, which TypeScript cannot know of a .js file
-import SCALAR_JS from "./scalar-standalone.js" with { type: "file" };
+import SCALAR_JS from "../../../vendor/scalar/standalone.js" with { type: "file" };
 
 /**
  * GET /openapi.json (OpenAPI 3.1, built once per server from the protocol schemas and each

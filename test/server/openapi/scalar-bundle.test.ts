@@ -7,7 +7,7 @@ test("/docs/scalar.js is the bundle of the @scalar/api-reference version install
   expect(res.status).toBe(200);
   const served = await res.text();
   const installed = await Bun.file(Bun.resolveSync("@scalar/api-reference/browser/standalone.js", import.meta.dir)).text();
-  // After upgrading @scalar/api-reference: cp node_modules/@scalar/api-reference/dist/browser/standalone.js runtime/server/openapi/scalar-standalone.js
+  // After upgrading @scalar/api-reference: npx bun scripts/refresh-vendor.ts
   expect(served.length).toBe(installed.length);
   expect(served === installed).toBe(true);
 });
