@@ -20,12 +20,12 @@ import { parseArgs } from "node:util";
 import { detectGpus } from "../runtime/config/gpus.ts";
 import { makeTinyFlux } from "../handlers/image/tiny-model/make-tiny-flux.ts";
 import { writeTinyGguf } from "../handlers/text/tiny-gguf.ts";
-import { exitCleanup } from "./bench/exit-cleanup.ts";
-import { killGroup } from "./bench/processes.ts";
-import { bearer, waitForIdleWorker } from "./bench/spool-http.ts";
-import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { exitCleanup } from "./bench/harness/exit-cleanup.ts";
+import { killGroup } from "./bench/harness/processes.ts";
+import { bearer, waitForIdleWorker } from "./bench/harness/spool-http.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/harness/spool-process.ts";
+import { printTable } from "./bench/harness/table.ts";
+import { makeTempDir, removeDir } from "./bench/harness/temp-dir.ts";
 import { computeApps, withChildren, workerPids } from "./gpu-check/nvidia.ts";
 
 const { values: flags } = parseArgs({

@@ -126,7 +126,7 @@ export class ServerMetrics {
     this.#leaseHeld = gauge("spool_duties_lease_held", "1 while this server holds the duties lease (it runs housekeeping and scaling), else 0: with several servers, one shows 1.", []);
     collectDefaultMetrics({ register: this.registry });
     // Bun's v8.getHeapSpaceStatistics walks the heap: 7 ms a scrape at 1k queued jobs, 29 ms at
-    // 100k (scripts/bench-metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).
+    // 100k (scripts/bench/metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).
     for (const name of HEAP_SPACE_METRICS) this.registry.removeSingleMetric(name);
 
     this.#off = deps.jobEvents.on((e) => this.#onJobEvent(e));

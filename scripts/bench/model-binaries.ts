@@ -13,23 +13,23 @@
  * Workers run supervised (as users run them) with PATH, HOME and SPOOL_CACHE_DIR only, the
  * binary from a folder with no node_modules. The tiny models are generated once beforehand.
  *
- *   bun scripts/bench-model-binaries.ts [--runs 5]
+ *   bun scripts/bench/model-binaries.ts [--runs 5]
  */
 import { copyFileSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { drain, outputTail } from "./bench/pipes.ts";
-import { killGroup, stopGroup } from "./bench/processes.ts";
-import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
-import { startRecorder, WORKER_START_ENDPOINT } from "./bench/worker-start-recorder.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { drain, outputTail } from "./harness/pipes.ts";
+import { killGroup, stopGroup } from "./harness/processes.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./harness/spool-process.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
+import { startRecorder, WORKER_START_ENDPOINT } from "./harness/worker-start-recorder.ts";
 
-const cli = benchCli("bench-model-binaries", "usage: bun scripts/bench-model-binaries.ts [--runs 5]");
+const cli = benchCli("bench-model-binaries", "usage: bun scripts/bench/model-binaries.ts [--runs 5]");
 const { values: opts } = parseArgs({ args: Bun.argv.slice(2), options: { runs: { type: "string", default: "5" }, help: { type: "boolean", short: "h" } } });
 if (opts.help) cli.help();
 const RUNS = cli.int("runs", opts.runs);

@@ -3,7 +3,7 @@ import { drain, lineSplitter, outputTail } from "./pipes.ts";
 import { killGroup } from "./processes.ts";
 
 /** The repository root (where runtime/cli.ts is). */
-export const REPO_ROOT = join(import.meta.dir, "../..");
+export const REPO_ROOT = join(import.meta.dir, "../../..");
 
 /** A running `spool serve`, ready: it listens and its API key is known. */
 export interface SpoolProcess {

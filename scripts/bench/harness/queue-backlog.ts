@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
+import { SqliteStore } from "../../../runtime/server/store/sqlite/sqlite-store.ts";
 import { processCpu } from "./process-cpu.ts";
 import { queueClient } from "./queue-client.ts";
 import { ENDPOINT, type QueueRig } from "./queue-rig.ts";

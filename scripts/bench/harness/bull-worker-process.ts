@@ -3,7 +3,7 @@
  * One BullMQ Worker in a process of its own (the queue benchmark starts several), with a no-op
  * processor of `concurrency`, until SIGTERM. Prints "ready" once connected.
  *
- *   bun scripts/bench/bull-worker-process.ts <redis port> <queue name> <concurrency>
+ *   bun scripts/bench/harness/bull-worker-process.ts <redis port> <queue name> <concurrency>
  */
 import { Worker } from "bullmq";
 

@@ -12,24 +12,24 @@
  * The binary runs from a temp directory with no node_modules and PATH=/usr/bin:/bin only.
  * Runs are interleaved (a, b, c, a, b, c, ...) after one unrecorded warm-up run per variant.
  *
- *   bun scripts/bench-worker-start.ts [--runs 20]
+ *   bun scripts/bench/worker-start.ts [--runs 20]
  *
  * It prints figures; it asserts only that every run reached job-take and that no process was left.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { outputTail, drain } from "./bench/pipes.ts";
-import { exitedWithin, killGroup, stopGroup } from "./bench/processes.ts";
-import { buildWorkerBinary } from "./bench/spool-build.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
-import { startRecorder, WORKER_START_ENDPOINT, type Run } from "./bench/worker-start-recorder.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { outputTail, drain } from "./harness/pipes.ts";
+import { exitedWithin, killGroup, stopGroup } from "./harness/processes.ts";
+import { buildWorkerBinary } from "./harness/spool-build.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
+import { startRecorder, WORKER_START_ENDPOINT, type Run } from "./harness/worker-start-recorder.ts";
 
 /** The environment every worker gets: nothing but a PATH. */
 const MIN_ENV = { PATH: "/usr/bin:/bin" };
@@ -38,7 +38,7 @@ const RUN_TIMEOUT_MS = 10_000;
 /** After SIGTERM, how long a worker may take to exit before SIGKILL. */
 const KILL_AFTER_MS = 2_000;
 
-const cli = benchCli("bench-worker-start", "usage: bun scripts/bench-worker-start.ts [--runs 20]");
+const cli = benchCli("bench-worker-start", "usage: bun scripts/bench/worker-start.ts [--runs 20]");
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: { runs: { type: "string", default: "20" }, help: { type: "boolean", short: "h" } },

@@ -11,20 +11,20 @@
  * its own) and runs every row on both, alternating which goes first: this one's CPU against the
  * baseline's, round by round.
  *
- *   bun scripts/bench-requests.ts [--requests 20000] [--rounds 3] [--baseline DIR]
+ *   bun scripts/bench/requests.ts [--requests 20000] [--rounds 3] [--baseline DIR]
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { Hono } from "hono";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench-requests.ts [--requests 20000] [--rounds 3] [--baseline DIR (another checkout, same rows)]";
+const USAGE = "usage: bun scripts/bench/requests.ts [--requests 20000] [--rounds 3] [--baseline DIR (another checkout, same rows)]";
 const cli = benchCli("bench-requests", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
@@ -57,16 +57,16 @@ const sqliteStorePath = (root: string) =>
 /** The server's app of the checkout at `root` on a fresh embedded store, with one full key; nothing listens. */
 async function spoolApp(root: string, name: string) {
   const from = async <T>(path: string): Promise<T> => import(join(root, path)) as Promise<T>;
-  const { systemClock } = await from<typeof import("../runtime/clock.ts")>("runtime/clock.ts");
-  const { parseConfig } = await from<typeof import("../runtime/config/config.ts")>("runtime/config/config.ts");
-  const { silentLog } = await from<typeof import("../runtime/log.ts")>("runtime/log.ts");
-  const { createApp } = await from<typeof import("../runtime/server/app.ts")>("runtime/server/app.ts");
-  const { LocalFileStore } = await from<typeof import("../runtime/server/files/file-store.ts")>("runtime/server/files/file-store.ts");
-  const { JobEvents } = await from<typeof import("../runtime/server/jobs/job-events.ts")>("runtime/server/jobs/job-events.ts");
-  const { createKey } = await from<typeof import("../runtime/server/keys/api-keys.ts")>("runtime/server/keys/api-keys.ts");
-  const { EndpointStatsRecorder } = await from<typeof import("../runtime/server/metrics/endpoint-stats.ts")>("runtime/server/metrics/endpoint-stats.ts");
-  const { ServerMetrics } = await from<typeof import("../runtime/server/metrics/server-metrics.ts")>("runtime/server/metrics/server-metrics.ts");
-  const { SqliteStore } = await from<typeof import("../runtime/server/store/sqlite/sqlite-store.ts")>(sqliteStorePath(root));
+  const { systemClock } = await from<typeof import("../../runtime/clock.ts")>("runtime/clock.ts");
+  const { parseConfig } = await from<typeof import("../../runtime/config/config.ts")>("runtime/config/config.ts");
+  const { silentLog } = await from<typeof import("../../runtime/log.ts")>("runtime/log.ts");
+  const { createApp } = await from<typeof import("../../runtime/server/app.ts")>("runtime/server/app.ts");
+  const { LocalFileStore } = await from<typeof import("../../runtime/server/files/file-store.ts")>("runtime/server/files/file-store.ts");
+  const { JobEvents } = await from<typeof import("../../runtime/server/jobs/job-events.ts")>("runtime/server/jobs/job-events.ts");
+  const { createKey } = await from<typeof import("../../runtime/server/keys/api-keys.ts")>("runtime/server/keys/api-keys.ts");
+  const { EndpointStatsRecorder } = await from<typeof import("../../runtime/server/metrics/endpoint-stats.ts")>("runtime/server/metrics/endpoint-stats.ts");
+  const { ServerMetrics } = await from<typeof import("../../runtime/server/metrics/server-metrics.ts")>("runtime/server/metrics/server-metrics.ts");
+  const { SqliteStore } = await from<typeof import("../../runtime/server/store/sqlite/sqlite-store.ts")>(sqliteStorePath(root));
   const data = join(dir, name);
   mkdirSync(data);
   const many = { requests: 1e9, concurrent: 10_000 };

@@ -9,21 +9,21 @@
  * input it never needs.
  * `--baseline DIR` runs the same against the stores of another checkout, in the same rounds.
  *
- *   bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]
+ *   bun scripts/bench/result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { Store } from "../runtime/server/store/store.ts";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { startRedis, type RedisProcess } from "./bench/redis-process.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import type { Store } from "../../runtime/server/store/store.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { startRedis, type RedisProcess } from "./harness/redis-process.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench-result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]";
+const USAGE = "usage: bun scripts/bench/result.ts [--sizes 1000,100000,1000000] [--output 0] [--jobs 30] [--rounds 3] [--baseline DIR]";
 const cli = benchCli("bench-result", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),

@@ -18,7 +18,7 @@
  * in a BRPOP of its own connection, so a job pushed through any server reaches it (then an RPOP
  * of the rest of its batch).
  *
- *   bun scripts/bench/protocol-floor-server.ts [--store redis://host:port?prefix=P[&shared=1]]
+ *   bun scripts/bench/harness/protocol-floor-server.ts [--store redis://host:port?prefix=P[&shared=1]]
  */
 import { RedisClient } from "bun";
 

@@ -12,7 +12,7 @@
  * inputs and outputs, through FluxPipeline in this process, per step and per whole image, at
  * 256x256 and 1024x1024 (how cost grows with image tokens: 256 -> 4096); medians of interleaved runs.
  *
- *   bun scripts/bench-image.ts [--repeat 5] [--device cpu] [--only precision]
+ *   bun scripts/bench/image.ts [--repeat 5] [--device cpu] [--only precision]
  *
  * Times are the fastest of --repeat runs (each after a warm-up at its shape): on a machine shared
  * with other work the fastest run is the one least disturbed. It prints figures; it asserts
@@ -22,16 +22,16 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
-import { checkDevice } from "../handlers/image/device.ts";
-import { FluxPipeline } from "../handlers/image/pipeline.ts";
-import { makeTinyFlux } from "../handlers/image/tiny-model/make-tiny-flux.ts";
-import { exitCleanup } from "./bench/exit-cleanup.ts";
-import { machine } from "./bench/machine.ts";
-import { stopProcess } from "./bench/processes.ts";
-import { bearer, waitForIdleWorker } from "./bench/spool-http.ts";
-import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
-import { markdownTable, printTable, tableRow } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { checkDevice } from "../../handlers/image/device.ts";
+import { FluxPipeline } from "../../handlers/image/pipeline.ts";
+import { makeTinyFlux } from "../../handlers/image/tiny-model/make-tiny-flux.ts";
+import { exitCleanup } from "./harness/exit-cleanup.ts";
+import { machine } from "./harness/machine.ts";
+import { stopProcess } from "./harness/processes.ts";
+import { bearer, waitForIdleWorker } from "./harness/spool-http.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./harness/spool-process.ts";
+import { markdownTable, printTable, tableRow } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),

@@ -20,7 +20,7 @@
  * Each scenario gets fresh servers on a fresh data dir or Redis key prefix, so the counts in
  * /health are exact. The scenarios live in scripts/bench/queue-*.ts.
  *
- *   bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis]
+ *   bun scripts/bench/queue.ts [--mode embedded|redis|all] [--store embedded|redis]
  *       [--jobs 20000] [--warm 10000] [--runsync 500] [--clients 16] [--batch 8] [--profile 200]
  *       [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]
  *       [--rounds 3] [--baseline DIR] [--floor]
@@ -43,22 +43,22 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { bullThroughput, redisAndBullVersions } from "./bench/queue-bullmq.ts";
-import { profile } from "./bench/queue-monitor.ts";
-import { f1, f2, printLatency, printProfiles, printRatios, printRedisFloor, printThroughput, rate } from "./bench/queue-report.ts";
-import { createQueueRig } from "./bench/queue-rig.ts";
-import { floorLatency, runsyncLatency, spoolThroughput, type Latency } from "./bench/queue-spool.ts";
-import { backlogRuns, type BacklogRun } from "./bench/queue-backlog.ts";
-import { bullProcesses, spoolProcesses, type ProcessRun } from "./bench/queue-processes.ts";
-import { printBacklog, printReferences, printSideBySide } from "./bench/queue-side-by-side.ts";
-import { payloadRuns, printPayload, type PayloadRun } from "./bench/queue-payload.ts";
-import type { Throughput } from "./bench/queue-timing.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { bullThroughput, redisAndBullVersions } from "./harness/queue-bullmq.ts";
+import { profile } from "./harness/queue-monitor.ts";
+import { f1, f2, printLatency, printProfiles, printRatios, printRedisFloor, printThroughput, rate } from "./harness/queue-report.ts";
+import { createQueueRig } from "./harness/queue-rig.ts";
+import { floorLatency, runsyncLatency, spoolThroughput, type Latency } from "./harness/queue-spool.ts";
+import { backlogRuns, type BacklogRun } from "./harness/queue-backlog.ts";
+import { bullProcesses, spoolProcesses, type ProcessRun } from "./harness/queue-processes.ts";
+import { printBacklog, printReferences, printSideBySide } from "./harness/queue-side-by-side.ts";
+import { payloadRuns, printPayload, type PayloadRun } from "./harness/queue-payload.ts";
+import type { Throughput } from "./harness/queue-timing.ts";
 
 const USAGE =
-  "usage: bun scripts/bench-queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 20000] [--warm 10000] [--runsync 500]\n" +
+  "usage: bun scripts/bench/queue.ts [--mode embedded|redis|all] [--store embedded|redis] [--jobs 20000] [--warm 10000] [--runsync 500]\n" +
   "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
   "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]\n" +
   "                                  [--rounds 3 (Spool then BullMQ per round, worker processes)]\n" +

@@ -2,10 +2,10 @@
 // alone, the reference, in the same run: medians of many reads, and how the cost grows with the
 // number of arrays and objects (the check walks containers, never string bytes).
 //
-//   bun scripts/bench-request-input.ts
-import { readJson } from "../runtime/server/http/request-input.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
+//   bun scripts/bench/request-input.ts
+import { readJson } from "../../runtime/server/http/request-input.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
 
 const CASES: Array<[string, string]> = [
   ["small /run body", JSON.stringify({ input: { prompt: "a cat", width: 64, height: 64, steps: 1 } })],

@@ -5,7 +5,7 @@
  * node-llama-cpp called directly in this process on the same model with the same context
  * settings (sequences, threads), and the ratio of the two (the queue's overhead).
  *
- *   bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256]
+ *   bun scripts/bench/text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256]
  *       [--rounds 4] [--sequences 4] [--threads 0]
  *
  * Without --model it generates the tiny demo GGUF (tokens are cheap there, so the ratio shows
@@ -18,26 +18,26 @@
  * the demo model paced to stand for a real one (--speeds, tokens/s) and --streams at once, and
  * the worker's stream posts per token. --flush-ms sets the endpoints' streamFlushMs.
  *
- *   bun scripts/bench-text.ts --speeds 20,50,200 --streams 1,8 --stream-tokens 64 [--flush-ms 50]
+ *   bun scripts/bench/text.ts --speeds 20,50,200 --streams 1,8 --stream-tokens 64 [--flush-ms 50]
  */
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { getLlama, getLlamaGpuTypes, LlamaCompletion, LlamaLogLevel } from "node-llama-cpp";
-import { writeTinyGguf } from "../handlers/text/tiny-gguf.ts";
-import { benchCli } from "./bench/cli.ts";
-import { directLatency, spoolLatency, type LatencyRow } from "./bench/text-latency.ts";
-import { exitCleanup } from "./bench/exit-cleanup.ts";
-import { machine } from "./bench/machine.ts";
-import { stopProcess } from "./bench/processes.ts";
-import { bearer, waitForIdleWorker } from "./bench/spool-http.ts";
-import { REPO_ROOT, startSpool, type SpoolProcess } from "./bench/spool-process.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { writeTinyGguf } from "../../handlers/text/tiny-gguf.ts";
+import { benchCli } from "./harness/cli.ts";
+import { directLatency, spoolLatency, type LatencyRow } from "./harness/text-latency.ts";
+import { exitCleanup } from "./harness/exit-cleanup.ts";
+import { machine } from "./harness/machine.ts";
+import { stopProcess } from "./harness/processes.ts";
+import { bearer, waitForIdleWorker } from "./harness/spool-http.ts";
+import { REPO_ROOT, startSpool, type SpoolProcess } from "./harness/spool-process.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
 const cli = benchCli(
   "bench-text",
-  "usage: bun scripts/bench-text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]\n" +
+  "usage: bun scripts/bench/text.ts [--model FILE.gguf] [--device cpu|cuda|vulkan] [--tokens 256] [--rounds 4] [--sequences 4] [--threads 0]\n" +
     "                                 [--speeds 20,50,200] [--streams 1,8] [--stream-tokens 64] [--flush-ms MS] [--latency-only]",
 );
 const { values: flags } = parseArgs({

@@ -4,7 +4,7 @@
  * job-take (or job-take-batch of `size`, running the batch's jobs concurrently) -> job-done over
  * HTTP until SIGTERM. Prints "ready" once started.
  *
- *   bun scripts/bench/queue-worker-process.ts <url> <key> <worker id> <size: 0 = job-take>
+ *   bun scripts/bench/harness/queue-worker-process.ts <url> <key> <worker id> <size: 0 = job-take>
  */
 import { queueClient, startWorkers } from "./queue-client.ts";
 

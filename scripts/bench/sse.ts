@@ -7,23 +7,23 @@
  * per mode the delivery latency (worker's POST sent -> reader has the chunk: p50, p95), the
  * server's CPU time per chunk delivered and the HTTP requests per chunk, and SSE's ratios.
  *
- *   bun scripts/bench-sse.ts [--chunks 40] [--interval 20] [--streams 1,10,50]
+ *   bun scripts/bench/sse.ts [--chunks 40] [--interval 20] [--streams 1,10,50]
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { processCpu } from "./bench/process-cpu.ts";
-import { stopProcess } from "./bench/processes.ts";
-import { bearer } from "./bench/spool-http.ts";
-import { startSpool, type SpoolProcess } from "./bench/spool-process.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { processCpu } from "./harness/process-cpu.ts";
+import { stopProcess } from "./harness/processes.ts";
+import { bearer } from "./harness/spool-http.ts";
+import { startSpool, type SpoolProcess } from "./harness/spool-process.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const cli = benchCli("bench-sse", "usage: bun scripts/bench-sse.ts [--chunks 40] [--interval 20] [--streams 1,10,50]");
+const cli = benchCli("bench-sse", "usage: bun scripts/bench/sse.ts [--chunks 40] [--interval 20] [--streams 1,10,50]");
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: {

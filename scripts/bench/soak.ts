@@ -9,24 +9,24 @@
  * the run's own first window: the last window against it is printed as ratios. With `--store
  * redis` the server keeps its jobs on a fresh redis-server (AOF on) instead.
  *
- *   bun scripts/bench-soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]
+ *   bun scripts/bench/soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { processCpu } from "./bench/process-cpu.ts";
-import { stopProcess } from "./bench/processes.ts";
-import { queueClient } from "./bench/queue-client.ts";
-import { createQueueRig, ENDPOINT } from "./bench/queue-rig.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { printTable } from "./bench/table.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { processCpu } from "./harness/process-cpu.ts";
+import { stopProcess } from "./harness/processes.ts";
+import { queueClient } from "./harness/queue-client.ts";
+import { createQueueRig, ENDPOINT } from "./harness/queue-rig.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { printTable } from "./harness/table.ts";
 
 const cli = benchCli(
   "bench-soak",
-  "usage: bun scripts/bench-soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]",
+  "usage: bun scripts/bench/soak.ts [--store embedded|redis] [--seconds 120] [--window 15] [--workers 4] [--submitters 8] [--queued 2000]",
 );
 const { values: flags } = parseArgs({
   options: {

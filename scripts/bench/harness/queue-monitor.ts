@@ -1,4 +1,4 @@
-import { SCRIPT_SOURCES } from "../../runtime/server/store/redis/redis-lua.ts";
+import { SCRIPT_SOURCES } from "../../../runtime/server/store/redis/redis-lua.ts";
 import { drain } from "./pipes.ts";
 import type { RedisProcess } from "./redis-process.ts";
 import type { Probe, Throughput } from "./queue-timing.ts";

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { HealthResponse } from "../../runtime/protocol/job-response.ts";
+import type { HealthResponse } from "../../../runtime/protocol/job-response.ts";
 import { stopGroup } from "./processes.ts";
 import { bearer, getHealth } from "./spool-http.ts";
 import { startSpool, type SpoolProcess } from "./spool-process.ts";

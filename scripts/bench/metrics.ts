@@ -6,21 +6,21 @@
  * in the same run. A scrape reads store.health and store.scalingStats once per configured
  * endpoint and renders every metric, so neither cost should grow with the backlog.
  *
- *   bun scripts/bench-metrics.ts [--backlog 1000,10000,100000] [--scrapes 200]
+ *   bun scripts/bench/metrics.ts [--backlog 1000,10000,100000] [--scrapes 200]
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { systemClock } from "../runtime/clock.ts";
-import { parseConfig } from "../runtime/config/config.ts";
-import { silentLog } from "../runtime/log.ts";
-import { createKey } from "../runtime/server/keys/api-keys.ts";
-import { startServer } from "../runtime/server/serve.ts";
-import { createStore, storeOptions } from "../runtime/server/store/create-store.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
+import { systemClock } from "../../runtime/clock.ts";
+import { parseConfig } from "../../runtime/config/config.ts";
+import { silentLog } from "../../runtime/log.ts";
+import { createKey } from "../../runtime/server/keys/api-keys.ts";
+import { startServer } from "../../runtime/server/serve.ts";
+import { createStore, storeOptions } from "../../runtime/server/store/create-store.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
 
 const { values } = parseArgs({ options: { backlog: { type: "string", default: "1000,10000,100000" }, scrapes: { type: "string", default: "200" } } });
 const backlogs = values.backlog!.split(",").map(Number);

@@ -17,29 +17,29 @@
  * lands at a random point of the scaler's cycle rather than just after the tick that stopped the
  * previous worker (which would always be the worst case: nearly a whole interval to wait).
  * "request -> spawn" is when the server's "started worker" log line reached this process.
- * The servers and the tries live in scripts/bench/cold-start-variant.ts.
+ * The servers and the tries live in scripts/bench/harness/cold-start-variant.ts.
  *
- *   bun scripts/bench-cold-start.ts [--tries 20] [--other-tries 10]
+ *   bun scripts/bench/cold-start.ts [--tries 20] [--other-tries 10]
  *
  * It prints figures; it asserts only that every job completed, that each cold try started exactly
  * one worker, and that no process of a server's group was left behind.
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { benchCli } from "./bench/cli.ts";
-import { coldServers, ENDPOINT, HEALTH_POLL_MS, IDLE_TIMEOUT_S, runVariant, type Variant } from "./bench/cold-start-variant.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine } from "./bench/machine.ts";
-import { buildWorkerBinary } from "./bench/spool-build.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { benchCli } from "./harness/cli.ts";
+import { coldServers, ENDPOINT, HEALTH_POLL_MS, IDLE_TIMEOUT_S, runVariant, type Variant } from "./harness/cold-start-variant.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine } from "./harness/machine.ts";
+import { buildWorkerBinary } from "./harness/spool-build.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
 const FAST_INTERVAL_MS = 50;
 const DEFAULT_INTERVAL_MS = 1000;
 
-const cli = benchCli("bench-cold-start", "usage: bun scripts/bench-cold-start.ts [--tries 20] [--other-tries 10]");
+const cli = benchCli("bench-cold-start", "usage: bun scripts/bench/cold-start.ts [--tries 20] [--other-tries 10]");
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
   options: {

@@ -7,19 +7,19 @@
  * job-take does. Prints, per shape, the median of the rounds: jobs/s, process CPU per job (the
  * checkpoint thread included), write system calls and KB written per job (/proc/self/io).
  *
- *   bun scripts/bench-store.ts [--jobs 20000] [--concurrency 1,4,16] [--rounds 3]
+ *   bun scripts/bench/store.ts [--jobs 20000] [--concurrency 1,4,16] [--rounds 3]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { SqliteStore } from "../runtime/server/store/sqlite/sqlite-store.ts";
-import type { NewJob } from "../runtime/server/store/store.ts";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import { SqliteStore } from "../../runtime/server/store/sqlite/sqlite-store.ts";
+import type { NewJob } from "../../runtime/server/store/store.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench-store.ts [--jobs 20000] [--concurrency 1,4,16] [--rounds 3]";
+const USAGE = "usage: bun scripts/bench/store.ts [--jobs 20000] [--concurrency 1,4,16] [--rounds 3]";
 const cli = benchCli("bench-store", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),

@@ -1,4 +1,4 @@
-import type { HealthResponse } from "../../runtime/protocol/job-response.ts";
+import type { HealthResponse } from "../../../runtime/protocol/job-response.ts";
 
 /** Where a Spool server answers and the API key to send. */
 export interface SpoolAddress {

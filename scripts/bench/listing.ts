@@ -9,22 +9,22 @@
  * `--baseline DIR` runs the same rows on the stores of another checkout too, on stores of their
  * own, in the same process.
  *
- *   bun scripts/bench-listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR]
+ *   bun scripts/bench/listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR]
  */
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { JobStatus } from "../runtime/protocol/limits.ts";
-import type { NewJob, Store } from "../runtime/server/store/store.ts";
-import { benchCli } from "./bench/cli.ts";
-import { exitCleanup, runBench } from "./bench/exit-cleanup.ts";
-import { machine, machineLine } from "./bench/machine.ts";
-import { startRedis, type RedisProcess } from "./bench/redis-process.ts";
-import { REPO_ROOT } from "./bench/spool-process.ts";
-import { summarize } from "./bench/stats.ts";
-import { printTable } from "./bench/table.ts";
-import { makeTempDir, removeDir } from "./bench/temp-dir.ts";
+import type { JobStatus } from "../../runtime/protocol/limits.ts";
+import type { NewJob, Store } from "../../runtime/server/store/store.ts";
+import { benchCli } from "./harness/cli.ts";
+import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
+import { machine, machineLine } from "./harness/machine.ts";
+import { startRedis, type RedisProcess } from "./harness/redis-process.ts";
+import { REPO_ROOT } from "./harness/spool-process.ts";
+import { summarize } from "./harness/stats.ts";
+import { printTable } from "./harness/table.ts";
+import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench-listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR (another checkout)]";
+const USAGE = "usage: bun scripts/bench/listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR (another checkout)]";
 const cli = benchCli("bench-listing", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
@@ -59,11 +59,11 @@ const cleanup = exitCleanup(async () => {
 /** A fresh store of the checkout at `root`. */
 async function openStore(root: string, kind: string, name: string): Promise<Store> {
   if (kind === "embedded") {
-    const { SqliteStore } = (await import(join(root, "runtime/server/store/sqlite/sqlite-store.ts"))) as typeof import("../runtime/server/store/sqlite/sqlite-store.ts");
+    const { SqliteStore } = (await import(join(root, "runtime/server/store/sqlite/sqlite-store.ts"))) as typeof import("../../runtime/server/store/sqlite/sqlite-store.ts");
     return SqliteStore.open(join(dir, name), { retention });
   }
   redis ??= await startRedis(join(dir, "redis"));
-  const { RedisStore } = (await import(join(root, "runtime/server/store/redis/redis-store.ts"))) as typeof import("../runtime/server/store/redis/redis-store.ts");
+  const { RedisStore } = (await import(join(root, "runtime/server/store/redis/redis-store.ts"))) as typeof import("../../runtime/server/store/redis/redis-store.ts");
   return RedisStore.connect(redis.url, { retention }, `{${name}}:`);
 }
 

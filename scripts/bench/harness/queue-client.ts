@@ -1,4 +1,4 @@
-import type { HealthResponse } from "../../runtime/protocol/job-response.ts";
+import type { HealthResponse } from "../../../runtime/protocol/job-response.ts";
 import { ENDPOINT } from "./queue-rig.ts";
 import { bearer } from "./spool-http.ts";
 import type { SpoolProcess } from "./spool-process.ts";
