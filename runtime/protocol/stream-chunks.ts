@@ -13,6 +13,7 @@ function escapedBytes(code: number): number {
 }
 
 /** Characters JSON does not write as one byte of their own: escapes, quotes, non-ASCII. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON escapes
 const NOT_PLAIN = /[\u0000-\u001f"\\\u0080-\uffff]/g;
 /** Plain characters counted one by one before the rest of their run is found with NOT_PLAIN. */
 const RUN_AFTER = 32;

@@ -176,7 +176,7 @@ export class WorkerApi {
     try {
       const res = await fetch(this.urls.stop(), { headers: this.#headers(false), signal: this.#signal(this.timeouts.longPollMs, signal) });
       if (res.status === 200) return ((await res.json()) as { jobsToStop?: string[] }).jobsToStop ?? [];
-    } catch (err) {
+    } catch {
       if (signal.aborted) return [];
     }
     // A server that does not hold the poll open (or is down) is asked again after 1 s.

@@ -63,12 +63,19 @@ interface Place {
   layer: number;
 }
 
+/** How closely `path` holds `file`: the file itself, else the longer the folder the closer; -1 when it does not. */
+function closeness(path: string, file: string): number {
+  if (path === file) return Infinity;
+  if (path.endsWith("/*.ts")) return `${dirname(file)}/` === path.slice(0, -"*.ts".length) ? path.length : -1;
+  return path.endsWith("/") && file.startsWith(path) ? path.length : -1;
+}
+
 /** The row of `rows` whose path holds `file` most closely. */
 function place(rows: Row[], file: string): Place | undefined {
   let best: (Place & { weight: number }) | undefined;
   for (const [layer, paths] of rows) {
     for (const path of paths) {
-      const weight = path === file ? Infinity : path.endsWith("/*.ts") ? (dirname(file) + "/" === path.slice(0, -4) ? path.length : -1) : path.endsWith("/") && file.startsWith(path) ? path.length : -1;
+      const weight = closeness(path, file);
       if (weight >= 0 && (!best || weight > best.weight)) best = { unit: paths.join(", "), layer, weight };
     }
   }

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { z } from "zod";
+import type { z } from "zod";
 import { describeIssues, jobRequestSchema, type JobRequest } from "../../protocol/job-request.ts";
 import { HttpError } from "./http-error.ts";
 

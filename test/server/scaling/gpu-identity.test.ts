@@ -38,7 +38,7 @@ describe("GPUs named by UUID", () => {
 
   test("server.gpus naming a card by index hands out that card's UUID", async () => {
     const provider = new RecordingProvider();
-    await using srv = await serve(provider, { ep: fixed(1) }, { gpus: ["2"] });
+    await using _srv = await serve(provider, { ep: fixed(1) }, { gpus: ["2"] });
     expect(provider.liveGpus()).toEqual([C2]);
   });
 

@@ -71,7 +71,7 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
           <dd data-figure="jobsPerMinute">{stats ? stats.jobsPerMinute : "–"}</dd>
         </div>
       </dl>
-      <p class="workers" aria-label="Workers by state">
+      <p class="workers">
         Workers: {health ? `${health.workers.initializing} initializing, ${health.workers.idle} idle, ${health.workers.running} running, ${health.workers.unhealthy} unhealthy` : "…"}
       </p>
       <p class="latency">

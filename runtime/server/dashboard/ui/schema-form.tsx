@@ -1,3 +1,4 @@
+import type { JSX } from "preact";
 import type { JsonSchema } from "./api.ts";
 
 /** The value of each field as typed (strings, booleans), keyed by property name. */
@@ -12,7 +13,7 @@ export function formable(schema: JsonSchema | null): schema is JsonSchema & { pr
 
 /** Scalars get an input; objects, arrays and anything else get a JSON field. */
 function kind(s: JsonSchema): "enum" | "number" | "integer" | "boolean" | "string" | "json" {
-  if (s.enum && s.enum.every((v) => typeof v === "string" || typeof v === "number")) return "enum";
+  if (s.enum?.every((v) => typeof v === "string" || typeof v === "number")) return "enum";
   const t = typeOf(s);
   if (t === "number" || t === "integer" || t === "boolean" || t === "string") return t;
   return "json";
@@ -90,7 +91,7 @@ export function SchemaFields(props: {
         const k = kind(s);
         const common = { id, name, "aria-describedby": help ? `${id}-hint` : undefined, required: required.has(name) && k !== "boolean" };
         const value = values[name];
-        let control;
+        let control: JSX.Element;
         if (k === "boolean") control = <input {...common} type="checkbox" checked={value === true} onChange={(e) => set(name, e.currentTarget.checked)} />;
         else if (k === "enum") {
           control = (

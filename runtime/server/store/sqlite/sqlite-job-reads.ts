@@ -3,7 +3,6 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { ScalingStats, StoredJob, StreamRead, UsageRow } from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 import { opt } from "./sqlite-job-row.ts";
-import type { JobRow } from "./sqlite-schema.ts";
 import { chunksOf } from "./sqlite-chunks.ts";
 import { listJobs } from "./sqlite-job-list.ts";
 

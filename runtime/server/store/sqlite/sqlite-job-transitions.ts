@@ -1,6 +1,6 @@
 import type { JobStatus } from "../../../protocol/limits.ts";
 import { topics } from "../store-events.ts";
-import type { CancelOutcome, JobResult, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
+import type { CancelOutcome, NewJob, RetryOutcome, StoredJob, StreamRead } from "../store.ts";
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
@@ -128,7 +128,7 @@ export const jobTransitions = {
       const taken = Object.assign(job, { expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const);
       jobs.push(taken);
       // Not one whose input is kept apart (read when first used): finish would read it.
-      s.handedOut(taken, !row || row.input !== "");
+      s.handedOut(taken, row?.input !== "");
     }
     if (jobs.length) s.workerActive(workerId, now);
     return jobs;
