@@ -88,6 +88,11 @@ export const healthResponseSchema = z.object({
   lastStartError: startErrorReportSchema.optional(),
   /** Present while a scale-up waits (on the server that runs scaling). */
   scaleUpHeld: scaleUpHoldSchema.optional(),
+  /**
+   * For an endpoint whose workers this server starts: how they are confined. "none": its
+   * handlers run with the server's rights (no bubblewrap here, or server.sandbox = "none").
+   */
+  sandbox: z.enum(["bubblewrap", "none"]).optional(),
 });
 export type HealthResponse = z.infer<typeof healthResponseSchema>;
 

@@ -38,6 +38,8 @@ export interface AppDeps {
   resolver?: Resolver;
   /** The keys of the workers this server starts (held in memory, never stored). */
   workerKeys?: WorkerKeys;
+  /** How the workers this server starts are confined ("none": its handlers run with its rights). */
+  sandbox?: "bubblewrap" | "none";
   /** The last lines about the workers this server started (start, exit, error output), per endpoint. */
   workerLog?: WorkerLogBook;
 }

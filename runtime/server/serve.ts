@@ -84,7 +84,9 @@ export function startServer(options: {
   const scaler = new Scaler({ store, config, clock, log, metrics, startFailures, workerKeys, workerLog }, provider, serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
-  const deps = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys, workerLog, scaler, files, localFiles, inputSchemas, resolver: options.resolver };
+  // How this server's own workers are confined (unknown for a provider given by the caller).
+  const confinement = options.provider ? undefined : sandbox.mode;
+  const deps = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys, workerLog, scaler, files, localFiles, inputSchemas, resolver: options.resolver, sandbox: confinement };
   const app = createApp(deps);
   const server = listen(config, {
     fetch: app.fetch,

@@ -1,3 +1,4 @@
+import { startsWorkers } from "../../config/config.ts";
 import { Hono } from "hono";
 import type { HealthResponse, JobState, PurgeResponse, RequestsPage, StreamResponse } from "../../protocol/job-response.ts";
 import { JOB_STATES, LIMITS, type JobStatus } from "../../protocol/limits.ts";
@@ -75,6 +76,8 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
     if (stopping > 0) health.workers.stopping = stopping;
     const held = deps.scaler?.held(c.get("endpointId"));
     if (held) health.scaleUpHeld = held;
+    const endpoint = config.endpoints[c.get("endpointId")];
+    if (deps.sandbox && endpoint && startsWorkers(config, endpoint)) health.sandbox = deps.sandbox;
     return c.json(health satisfies HealthResponse);
   });
 

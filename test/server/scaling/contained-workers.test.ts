@@ -38,6 +38,8 @@ for (const sandbox of SANDBOXES) {
     test("past its deadline the job is TIMED_OUT, the worker and its helper are ended as one, /health stops showing it stopping, and the next job runs", async () => {
       await using srv = await helperServer(sandbox);
       expect(srv.server.sandbox).toBe(sandbox);
+      // /health says how the endpoint's handlers are confined ("none": with the server's rights).
+      expect((await srv.json("GET", "/v2/ep/health"))[1].sandbox).toBe(sandbox);
       const [, sub] = await srv.json("POST", "/v2/ep/run", { input: { mode: "block" }, policy: { executionTimeout: 6_000 } });
       await until(() => helpers().length === 1, "the helper process to start", 30_000);
       await until(async () => (await status(srv, sub.id)) === "TIMED_OUT", "the job to time out", 30_000);
