@@ -1,3 +1,5 @@
+import { tracing } from "./telemetry/tracing.ts";
+
 /** Structured log lines (JSON, one per line, to stderr). Never pass keys or s3Config here. */
 export interface Log {
   info(msg: string, fields?: Record<string, unknown>): void;
@@ -10,7 +12,9 @@ export interface Log {
 const writeStderr = process.stderr.write.bind(process.stderr);
 
 function line(level: string, msg: string, fields?: Record<string, unknown>): void {
-  writeStderr(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+  // With traces on, a line written in a span names it (trace_id, span_id).
+  const ids = tracing?.active();
+  writeStderr(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields, ...ids })}\n`);
 }
 
 export const stderrLog: Log = {

@@ -198,7 +198,7 @@ test("redis: a webhook call owed for a job keeps no copy of its input, and its r
 test("redis: a result reads every field a job's hash can have but its input (the list the result's script reads)", () =>
   withRaw(async (s, raw, p) => {
     const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
-    const rich = { webhook: "http://x/h", s3Config, keyId: "k1", sync: true, policy: { ...policy, lowPriority: true } };
+    const rich = { webhook: "http://x/h", s3Config, keyId: "k1", origin: "http://10.0.0.5:8080", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", sync: true, policy: { ...policy, lowPriority: true } };
     // One job that streamed and was read, retried after failing; one whose output is its stream.
     await s.enqueue(newJob("streamed", rich), T0);
     await s.enqueue(newJob("whole", { ...rich, idempotency: { key: "k", bodyHash: "h", ttlMs: 60_000 } }), T0);

@@ -54,7 +54,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       UPDATE jobs SET status = 'COMPLETED', output = '{"v":1}', chunk_count = 1, completed_at = ${T0}, worker_id = 'w' WHERE id = 'a';
       INSERT INTO stream_chunks (job_id, seq, data) VALUES ('a', 0, '{"v":1}');
       ${BEFORE_IDEMPOTENCY}
-      ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin;
+      ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; ALTER TABLE jobs DROP COLUMN traceparent;
       PRAGMA user_version = 6;`);
     db.close();
 
@@ -81,7 +81,7 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; PRAGMA user_version = 8;`);
+    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; ALTER TABLE jobs DROP COLUMN traceparent; PRAGMA user_version = 8;`);
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });
@@ -232,7 +232,7 @@ test("sqlite: a key written by schema 12 (removed with its job) is kept as long 
     await s.close();
     const db = new Database(join(dir, "spool.db"));
     db.run(`DROP INDEX idempotency_keys_expiry; ALTER TABLE idempotency_keys DROP COLUMN expires_at;
-      CREATE INDEX idempotency_keys_job ON idempotency_keys(job_id); PRAGMA user_version = 12;`);
+      CREATE INDEX idempotency_keys_job ON idempotency_keys(job_id); ALTER TABLE jobs DROP COLUMN traceparent; PRAGMA user_version = 12;`);
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });

@@ -67,7 +67,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
 
     test("a claimed job is the job as stored, with the lifetime set while it waited, changed only by the claim", withStore(async (s) => {
       const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
-      const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", origin: "http://10.0.0.5:8080", sync: true, policy: { ...policy, lowPriority: true } });
+      const full = newJob("full", { input: { prompt: "p", n: [1, { x: null }] }, webhook: "http://x/h", s3Config, keyId: "k1", origin: "http://10.0.0.5:8080", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", sync: true, policy: { ...policy, lowPriority: true } });
       await s.enqueue(full, T0);
       await s.enqueue(newJob("plain"), T0 + 1);
       expect(await s.setExpiry("ep", "full", T0 + 500_000, T0 + 2)).not.toBeNull();
@@ -77,6 +77,7 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
       expect(taken).toEqual([{ ...before!, ...asTaken }, { ...plainBefore!, ...asTaken }]);
       expect(taken[0]!.expiresAt).toBe(T0 + 500_000);
       expect([taken[0]!.origin, taken[1]!.origin]).toEqual(["http://10.0.0.5:8080", undefined]);
+      expect([taken[0]!.traceparent, taken[1]!.traceparent]).toEqual(["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", undefined]);
       expect(await s.get("ep", "full", T0 + 3)).toEqual(taken[0]!);
     }));
 

@@ -18,6 +18,8 @@ export interface StoredJob {
   keyId?: string;
   /** The origin (`scheme://host[:port]`) the submitting client called: the job's file URLs are built on it. */
   origin?: string;
+  /** The W3C traceparent of the job's submit span (only while traces are on): its later spans are its children. */
+  traceparent?: string;
   createdAt: number;
   /** When the job last entered the queue (submission or retry). */
   queuedAt: number;
@@ -44,7 +46,7 @@ export interface StoredJob {
  */
 export type EndedJob = Omit<StoredJob, "input">;
 
-export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin"> & {
+export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin" | "traceparent"> & {
   /** The submission's Idempotency-Key: while a key of the same API key and endpoint is kept, its job answers instead. */
   idempotency?: IdempotencyTag;
 };

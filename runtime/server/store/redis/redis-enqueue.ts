@@ -26,6 +26,7 @@ export function jobFields(job: NewJob): string {
   if (job.s3Config) fields.s3 = JSON.stringify(job.s3Config);
   if (job.keyId) fields.key = job.keyId;
   if (job.origin) fields.origin = job.origin;
+  if (job.traceparent) fields.trace = job.traceparent;
   // Read by the script, not written to the job's hash: the key is kept apart, until its own expiry.
   if (job.idempotency) {
     fields.idem = idempotencyScope(job.keyId, job.endpointId, job.idempotency.key);
@@ -58,6 +59,7 @@ export function enqueued(job: NewJob, now: number, handTo: string | undefined, r
     sync: job.sync,
     keyId: job.keyId || undefined,
     origin: job.origin || undefined,
+    traceparent: job.traceparent || undefined,
     createdAt: now,
     queuedAt: now,
     expiresAt: now + job.policy.ttl,

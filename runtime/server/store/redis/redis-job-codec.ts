@@ -49,6 +49,7 @@ export function toEndedJob(h: Record<string, string>): EndedJob {
     sync: h.sync === "1",
     keyId: opt(h.key),
     origin: opt(h.origin),
+    traceparent: opt(h.trace),
     createdAt: Number(h.created),
     queuedAt: Number(h.queued),
     startedAt: num(h.started),

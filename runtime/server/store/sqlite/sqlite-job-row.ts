@@ -33,6 +33,7 @@ export function toEndedJob(r: JobRow): EndedJob {
     sync: r.sync === 1,
     keyId: opt(r.key_id),
     origin: opt(r.origin),
+    traceparent: opt(r.traceparent),
     createdAt: r.created_at,
     queuedAt: r.queued_at,
     startedAt: opt(r.started_at),

@@ -31,9 +31,9 @@ export const jobTransitions = {
     const input = s.storeInput(job.id, job.input);
     s.db
       .query<JobRow, Record<string, string | number | null>>(
-        `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id, origin,
+        `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id, origin, traceparent,
            created_at, queued_at, started_at, expires_at, deadline, worker_id)
-         VALUES ($id, $endpoint, $status, $seq, $input, $webhook, $policy, $s3, $sync, $key, $origin, $now, $now, $started, $expires, $deadline, $worker)`,
+         VALUES ($id, $endpoint, $status, $seq, $input, $webhook, $policy, $s3, $sync, $key, $origin, $traceparent, $now, $now, $started, $expires, $deadline, $worker)`,
       )
       .run({
         id: job.id,
@@ -47,6 +47,7 @@ export const jobTransitions = {
         sync: job.sync ? 1 : 0,
         key: job.keyId ?? null,
         origin: job.origin ?? null,
+        traceparent: job.traceparent ?? null,
         now,
         started: deadline === null ? null : now,
         expires: expiresAt,
@@ -66,6 +67,7 @@ export const jobTransitions = {
       sync: job.sync,
       keyId: job.keyId,
       origin: job.origin,
+      traceparent: job.traceparent,
       createdAt: now,
       queuedAt: now,
       expiresAt,

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS job_log_sizes (
 ) WITHOUT ROWID;`;
 
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 15;
+export const SCHEMA_VERSION = 16;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -165,6 +165,8 @@ export const MIGRATIONS: Record<number, string> = {
   14: START_FAILURES,
   // Jobs' log lines (GET /logs), apart from the jobs' rows: a line written never rewrites a job's row.
   15: JOB_LOGS,
+  // The traceparent of the job's submit span, while traces are on (null: none).
+  16: `ALTER TABLE jobs ADD COLUMN traceparent TEXT;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
@@ -180,6 +182,7 @@ export interface JobRow {
   sync: number;
   key_id: string | null;
   origin: string | null;
+  traceparent: string | null;
   created_at: number;
   queued_at: number;
   started_at: number | null;

@@ -25,7 +25,7 @@ end
 -- into the script. A field added to the hash must be added here (test/store/redis-store.test.ts
 -- checks the list).
 local butInput = {
-  'id', 'ep', 'policy', 'timeout', 'ttl', 'low', 'sync', 'webhook', 's3', 'key',
+  'id', 'ep', 'policy', 'timeout', 'ttl', 'low', 'sync', 'webhook', 's3', 'key', 'origin', 'trace',
   'seq', 'rid', 'status', 'created', 'queued', 'expires', 'losses', 'retries', 'chunks', 'read',
   'started', 'worker', 'deadline', 'progress', 'output', 'error', 'completed', 'ochunk',
 }
