@@ -40,6 +40,13 @@ export interface HandlerContext<Options = unknown> {
   workerId: string;
   /** Asks for this worker to be replaced once the job is done (RunPod's refresh_worker). */
   refreshWorker(): void;
+  /**
+   * Runs `fn` in a trace span named `name`, a child of the job's handler span (or of the span
+   * `ctx.span` runs in), and returns what it returns; a throw marks the span failed. While traces
+   * are off (no OTEL_EXPORTER_OTLP_ENDPOINT) it only runs `fn`.
+   * @example const latents = await ctx.span("denoise", () => denoise(prompt, steps));
+   */
+  span<T>(name: string, fn: () => Promise<T> | T): Promise<T>;
 }
 
 /** A plain handler returns the output; an async generator streams each yield as a chunk. */

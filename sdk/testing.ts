@@ -82,6 +82,9 @@ export async function runJob<Schema extends z.ZodType, Output, Options extends z
       return `memory://${job.id}/${name}`;
     },
     refreshWorker() {},
+    async span<T>(_name: string, fn: () => Promise<T> | T): Promise<T> {
+      return fn();
+    },
   };
   const outcome = await execute(handler as unknown as Handler, job, ctx, async (chunk) => stream.push(chunk as Output));
   const seen = { stream, progress, files };

@@ -7,6 +7,7 @@ import { isCompiled, isHandlerSource } from "../executable.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { openStore } from "./open-store.ts";
 import { guardProcess } from "./process-guard.ts";
+import { startTracing, stopTracing } from "../telemetry/tracing.ts";
 
 /** `spool serve [--port N] [--data DIR] [--config FILE]` */
 export async function serveCommand(flags: { port?: string; data?: string; config?: string; store?: string }): Promise<void> {
@@ -19,6 +20,8 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   const lock = lockDataDir(config.server.data);
   guardProcess(stderrLog);
   const store = await openStore(config);
+  // Before the first request: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT turns traces on.
+  await startTracing({ service: "spool-server", log: stderrLog });
 
   if ((await store.listKeys()).length === 0) {
     const { key } = await createKey(store, "default", systemClock.now());
@@ -42,6 +45,7 @@ export async function serveCommand(flags: { port?: string; data?: string; config
     if (server.scaler.endpoints.length) console.error("spool: stopping; workers drain their jobs first (send the signal again to stop now)");
     await server.stop();
     await store.close();
+    await stopTracing();
     lock.release();
     process.exit(0);
   };

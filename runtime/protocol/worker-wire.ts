@@ -10,6 +10,8 @@ export const takenJobSchema = z.object({
   policy: policySchema.required(),
   /** Epoch ms at which the job times out. */
   deadline: z.number(),
+  /** W3C traceparent of the job's submit span, while the server's traces are on: the handler's span is its child. runpod-python ignores it. */
+  traceparent: z.string().optional(),
 });
 export type TakenJob = z.infer<typeof takenJobSchema>;
 

@@ -3,6 +3,7 @@ import type { Log } from "../log.ts";
 import type { LogLevel } from "../protocol/job-log.ts";
 import type { TakenJob } from "../protocol/worker-wire.ts";
 import { checkFileName, toBlob, uploadToS3 } from "../protocol/uploads.ts";
+import { tracing } from "../telemetry/tracing.ts";
 
 /** Where a file goes when the job has no s3Config: the server's file store, or a local folder. */
 export type FileSink = (jobId: string, name: string, data: Blob, contentType: string) => Promise<string>;
@@ -56,6 +57,9 @@ export function jobContext(options: {
       return options.files(job.id, name, blob, contentType);
     },
     refreshWorker: options.onRefresh,
+    async span(name, fn) {
+      return tracing ? tracing.child(name, fn) : fn();
+    },
   };
 }
 

@@ -12,6 +12,8 @@ import type { WorkerApi } from "./worker-api.ts";
 import { JobLogBuffer } from "./job-log-buffer.ts";
 import type { OutputCapture } from "./output-capture.ts";
 import type { LogLevel } from "../protocol/job-log.ts";
+import { tracing } from "../telemetry/tracing.ts";
+import { handlerSpan } from "./handler-span.ts";
 
 export { EXIT_REPLACE };
 
@@ -190,7 +192,8 @@ export class WorkerLoop {
       try {
         this.#executing.set(job.id, logs);
         this.#captureTo();
-        const outcome = await execute(handler, job, ctx, async (chunk) => (await logs.flush(), api.stream(job.id, chunk))).finally(() => {
+        const run = () => execute(handler, job, ctx, async (chunk) => (await logs.flush(), api.stream(job.id, chunk)));
+        const outcome = await (tracing ? handlerSpan(tracing, job, workerId, run) : run()).finally(() => {
           this.#executing.delete(job.id);
           this.#captureTo();
         });

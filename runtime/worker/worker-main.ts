@@ -13,6 +13,7 @@ import { WorkerLoop } from "./worker-loop.ts";
 import { OutputCapture } from "./output-capture.ts";
 import { workerOptions } from "./worker-options.ts";
 import { workerEndpoints } from "./worker-urls.ts";
+import { startTracing, stopTracing } from "../telemetry/tracing.ts";
 
 export const WORKER_FLAGS = {
   url: { type: "string" },
@@ -73,6 +74,8 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   }
 
   const api = apiFor(settings.workerId);
+  // Before the first take: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT turns traces on (the server passes OTEL_* to its workers).
+  await startTracing({ service: "spool-worker", resource: { "spool.worker.id": settings.workerId }, log, env });
   // What the handler prints goes to its job's log too (GET /logs), while it runs alone.
   const capture = new OutputCapture();
   capture.install();
@@ -86,7 +89,8 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
     timeoutGraceMs: settings.timeoutGraceMs,
     drainTimeoutMs: settings.drainTimeoutMs,
     exitWhenIdleMs: settings.exitWhenIdleMs,
-    exit: (code) => process.exit(code),
+    // A hung handler's process ends: the spans it has are sent first.
+    exit: (code) => void stopTracing().finally(() => process.exit(code)),
     handlerOptions: options,
     // Present when an owner (supervisor, scaler) watches: it enforces deadlines and cancels from outside.
     owner: ownerLink(env, () => Bun.stdin.stream()),
@@ -100,6 +104,8 @@ export async function workerMain(handler: Handler, argv: string[], relaunch: str
   } catch (err) {
     if (isPermanentStartError(err)) return cannotStart(err); // thrown by setup(): see PermanentStartError
     throw err;
+  } finally {
+    await stopTracing();
   }
 }
 

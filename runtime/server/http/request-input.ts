@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import { describeIssues, jobRequestSchema, type JobRequest } from "../../protocol/job-request.ts";
+import { tracing } from "../../telemetry/tracing.ts";
 import { HttpError } from "./http-error.ts";
 
 /**
@@ -149,3 +150,6 @@ export function originToRecord(url: string, local: { origin?: string } | undefin
   const origin = requestOrigin(url);
   return origin === local?.origin ? undefined : origin;
 }
+
+/** The request's W3C traceparent header, read only while traces are on (a submission's parent span). */
+export const traceparentOf = (headers: Headers): string | undefined => (tracing ? (headers.get("traceparent") ?? undefined) : undefined);

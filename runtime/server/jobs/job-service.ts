@@ -12,6 +12,8 @@ import type { Resolver } from "./webhook-address.ts";
 import { checkSubmission, newJobOf, type SubmitOptions } from "./submission.ts";
 import type { JobEvents } from "./job-events.ts";
 import { RefusedError } from "./refused.ts";
+import { tracing } from "../../telemetry/tracing.ts";
+import { recordResult, recordTake, tracedSubmit } from "./job-spans.ts";
 
 export type { SubmitOptions } from "./submission.ts";
 
@@ -72,7 +74,12 @@ export class JobService {
   }
 
   /** Checks the input against the endpoint's schema and the queue against backpressure, then enqueues. */
-  async submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<EnqueuedJob> {
+  submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<EnqueuedJob> {
+    if (!tracing) return this.#submit(endpointId, request, options);
+    return tracedSubmit(tracing, endpointId, options, (traced) => this.#submit(endpointId, request, traced));
+  }
+
+  async #submit(endpointId: string, request: JobRequest, options: SubmitOptions): Promise<EnqueuedJob> {
     const endpoint = findEndpoint(this.#config, endpointId);
     if (!endpoint) throw new RefusedError("endpoint-not-found", `endpoint ${endpointId} not found`);
     const loading = this.#inputSchemas?.get(endpointId);
@@ -276,13 +283,16 @@ export class JobService {
       return null;
     }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });
+    if (jobs && tracing) recordTake(tracing, jobs, workerId, this.#clock.now());
     return jobs;
   }
 
   /** A worker's result; idempotent (a repeated or late post changes nothing). */
   async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, cost?: number): Promise<EndedJob | null> {
-    const job = await this.#store.finish(workerId, jobId, result, streamOutput, this.#clock.now(), cost);
+    const now = this.#clock.now();
+    const job = await this.#store.finish(workerId, jobId, result, streamOutput, now, cost);
     if (job) this.#events.emit({ type: "ended", job });
+    if (job && tracing) recordResult(tracing, job, now, this.#clock.now());
     return job;
   }
 

@@ -18,6 +18,8 @@ export interface SubmitOptions {
   idempotencyKey?: string;
   /** The origin the client called (http/request-input.ts requestOrigin): the job's file URLs are built on it. */
   origin?: string;
+  /** A W3C traceparent: the request's header, then the submit span's (only while traces are on). */
+  traceparent?: string;
 }
 
 /**
@@ -55,6 +57,7 @@ export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfi
     keyId: options.keyId,
     origin: options.origin,
   };
+  if (options.traceparent !== undefined) job.traceparent = options.traceparent;
   // Only when the header came: a submission without one costs nothing more.
   if (options.idempotencyKey !== undefined) job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request), ttlMs: idempotencyTtlMs };
   return job;

@@ -7,7 +7,7 @@ import { chatCompletionRequestSchema, completionRequestSchema } from "../../prot
 import { authenticate, authorize, type Access } from "../http/access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
 import { httpErrors, requestIdOf } from "../http/http-error.ts";
-import { limitBody, originToRecord, readJson } from "../http/request-input.ts";
+import { limitBody, originToRecord, readJson, traceparentOf } from "../http/request-input.ts";
 import { eventStreamResponse } from "../http/event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
 import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
@@ -91,7 +91,7 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   }
 
   function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
-    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid, origin: originToRecord(c.req.url, deps.scaler) });
+    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid, origin: originToRecord(c.req.url, deps.scaler), traceparent: traceparentOf(c.req.raw.headers) });
   }
 
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */

@@ -24,6 +24,7 @@ function takenJson(job: StoredJob): string {
     ...(job.s3Config ? { s3Config: job.s3Config } : {}),
     policy: job.policy,
     deadline: job.deadline!,
+    ...(job.traceparent ? { traceparent: job.traceparent } : {}),
   } satisfies TakenJob;
   return raw === undefined ? JSON.stringify(body) : stringifyWith(body, "input", raw);
 }

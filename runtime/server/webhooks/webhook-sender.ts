@@ -6,6 +6,7 @@ import { topics } from "../store/store-events.ts";
 import type { Store, WebhookDelivery } from "../store/store.ts";
 import { pinnedRequest, systemResolver, webhookTarget, type Resolver } from "../jobs/webhook-address.ts";
 import { signWebhook } from "./webhook-signature.ts";
+import { tracing } from "../../telemetry/tracing.ts";
 
 /** How a webhook attempt ended: delivered, failed and retried later, or failed for good. */
 export type WebhookOutcome = "delivered" | "retried" | "given_up";
@@ -76,7 +77,11 @@ export function startWebhookSender(deps: WebhookSenderDeps): { stop: () => Promi
   }
 
   async function deliver(d: WebhookDelivery): Promise<void> {
+    const started = clock.now();
     const problem = await attempt(d);
+    if (tracing && d.job.traceparent) {
+      tracing.record("spool.webhook", d.job.traceparent, started, clock.now(), { "spool.job.id": d.job.id, "spool.webhook.attempt": d.attempts + 1 }, problem ?? undefined);
+    }
     if (problem === null) {
       await store.deliveryDone(d.id);
       deps.metrics?.webhook("delivered");
