@@ -31,7 +31,10 @@ function asyncContextManager(api: typeof Api): Api.ContextManager {
   const manager: Api.ContextManager = {
     active: () => storage.getStore() ?? api.ROOT_CONTEXT,
     with: (ctx, fn, thisArg, ...args) => storage.run(ctx, () => fn.call(thisArg, ...args)),
-    bind: (ctx, target) => (typeof target === "function" ? ((...args: unknown[]) => storage.run(ctx, () => (target as (...a: unknown[]) => unknown)(...args))) : target) as typeof target,
+    bind: (ctx, target) =>
+      (typeof target === "function"
+        ? (...args: unknown[]) => storage.run(ctx, () => (target as (...a: unknown[]) => unknown)(...args))
+        : target) as typeof target,
     enable: () => manager,
     disable: () => (storage.disable(), manager),
   };
@@ -43,7 +46,11 @@ function asyncContextManager(api: typeof Api): Api.ContextManager {
  * a BatchSpanProcessor (OTEL_BSP_*) and the OTLP/HTTP exporter of the protocol asked for, which
  * reads its endpoint, headers and timeout from the OTEL_EXPORTER_OTLP_* variables itself.
  */
-export async function openTelemetryTracing(options: { service: string; resource: SpanAttributes; env: Record<string, string | undefined> }): Promise<Tracing> {
+export async function openTelemetryTracing(options: {
+  service: string;
+  resource: SpanAttributes;
+  env: Record<string, string | undefined>;
+}): Promise<Tracing> {
   const { env } = options;
   const protocol = protocolOf(env);
   let api: typeof Api, core: typeof Core, resources: typeof Resources, base: typeof TraceBase, exporterModule: OtlpExporterModule;
@@ -53,7 +60,9 @@ export async function openTelemetryTracing(options: { service: string; resource:
       loadAtRun<typeof Core>("@opentelemetry/core"),
       loadAtRun<typeof Resources>("@opentelemetry/resources"),
       loadAtRun<typeof TraceBase>("@opentelemetry/sdk-trace-base"),
-      loadAtRun<OtlpExporterModule>(protocol === "http/json" ? "@opentelemetry/exporter-trace-otlp-http" : "@opentelemetry/exporter-trace-otlp-proto"),
+      loadAtRun<OtlpExporterModule>(
+        protocol === "http/json" ? "@opentelemetry/exporter-trace-otlp-http" : "@opentelemetry/exporter-trace-otlp-proto",
+      ),
     ]);
   } catch (err) {
     const exporter = protocol === "http/json" ? "exporter-trace-otlp-http" : "exporter-trace-otlp-proto";
@@ -68,7 +77,10 @@ export async function openTelemetryTracing(options: { service: string; resource:
     .resourceFromAttributes({ "service.name": options.service, ...options.resource, "process.pid": process.pid })
     .merge(detected)
     .merge(env.OTEL_SERVICE_NAME ? resources.resourceFromAttributes({ "service.name": env.OTEL_SERVICE_NAME }) : null);
-  const provider = new base.BasicTracerProvider({ resource, spanProcessors: [new base.BatchSpanProcessor(new exporterModule.OTLPTraceExporter())] });
+  const provider = new base.BasicTracerProvider({
+    resource,
+    spanProcessors: [new base.BatchSpanProcessor(new exporterModule.OTLPTraceExporter())],
+  });
   api.context.setGlobalContextManager(asyncContextManager(api));
   api.propagation.setGlobalPropagator(new core.W3CTraceContextPropagator());
   api.trace.setGlobalTracerProvider(provider);
@@ -88,7 +100,8 @@ export async function openTelemetryTracing(options: { service: string; resource:
   });
 
   return {
-    start: (name, parent, attributes, kind) => wrap(tracer.startSpan(name, { kind: kinds[kind ?? "internal"], attributes }, contextOf(parent))),
+    start: (name, parent, attributes, kind) =>
+      wrap(tracer.startSpan(name, { kind: kinds[kind ?? "internal"], attributes }, contextOf(parent))),
     record(name, parent, start, end, attributes, error) {
       const span = tracer.startSpan(name, { attributes, startTime: start }, contextOf(parent));
       if (error !== undefined) span.setStatus({ code: api.SpanStatusCode.ERROR, message: error });

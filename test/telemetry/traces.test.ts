@@ -40,7 +40,9 @@ async function runTracedJob(env: Record<string, string>, body: (serve: ReturnTyp
     const config = join(dir, "spool.toml");
     writeFileSync(config, `[server]\nhost = "127.0.0.1"\n\n[endpoints.traced]\nhandler = "${TRACED}"\nworkersMax = 1\n`);
     const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("OTEL_")));
-    await using serve = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, "data"), "--config", config], { env: { ...clean, ...env } });
+    await using serve = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, "data"), "--config", config], {
+      env: { ...clean, ...env },
+    });
     const [, url] = await serve.waitFor(/Spool listening on (http:\/\/\S+)/);
     const key = /spool_[A-Za-z0-9_-]+/.exec(serve.lines.join("\n"))![0];
     const res = await fetch(`${url}/v2/traced/runsync?wait=60000`, {
@@ -74,7 +76,15 @@ function spansOf(exports: Export[]): Span[] {
       const attr = (k: string) => rs.resource.attributes.find((a: { key: string }) => a.key === k)?.value;
       for (const ss of rs.scopeSpans) {
         for (const s of ss.spans) {
-          spans.push({ name: s.name, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, service: attr("service.name")?.stringValue, workerId: attr("spool.worker.id")?.stringValue, pid: Number(attr("process.pid")?.intValue) });
+          spans.push({
+            name: s.name,
+            traceId: s.traceId,
+            spanId: s.spanId,
+            parentSpanId: s.parentSpanId || undefined,
+            service: attr("service.name")?.stringValue,
+            workerId: attr("spool.worker.id")?.stringValue,
+            pid: Number(attr("process.pid")?.intValue),
+          });
         }
       }
     }
@@ -88,15 +98,20 @@ test("with OTEL_EXPORTER_OTLP_ENDPOINT and http/json, the server's and the worke
   using receiver = otlpReceiver();
   const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "20" };
   await runTracedJob(env, async (serve) => {
-    const spans = await until(() => {
-      const all = spansOf(receiver.exports).filter((s) => s.traceId === TRACE_ID);
-      return WANTED.every((n) => all.some((s) => s.name === n)) && all;
-    }, "every span of the job at the collector", 60_000);
+    const spans = await until(
+      () => {
+        const all = spansOf(receiver.exports).filter((s) => s.traceId === TRACE_ID);
+        return WANTED.every((n) => all.some((s) => s.name === n)) && all;
+      },
+      "every span of the job at the collector",
+      60_000,
+    );
     expect(receiver.exports.every((e) => e.contentType.startsWith("application/json"))).toBe(true);
     const named = (n: string) => spans.find((s) => s.name === n)!;
     const submit = named("spool.submit");
     expect(submit.parentSpanId).toBe(CLIENT_SPAN);
-    for (const n of ["spool.queue_wait", "spool.take", "spool.handler", "spool.result"]) expect([n, named(n).parentSpanId]).toEqual([n, submit.spanId]);
+    for (const n of ["spool.queue_wait", "spool.take", "spool.handler", "spool.result"])
+      expect([n, named(n).parentSpanId]).toEqual([n, submit.spanId]);
     expect(named("spool.test.inner").parentSpanId).toBe(named("spool.handler").spanId);
     // Each process's spans carry its own resource.
     const handler = named("spool.handler");
@@ -106,7 +121,10 @@ test("with OTEL_EXPORTER_OTLP_ENDPOINT and http/json, the server's and the worke
     expect(handler.pid).not.toBe(submit.pid);
     // The handler's log line inside its span names the span.
     const line = serve.lines.find((l) => l.includes("inside the inner span"));
-    expect(line && JSON.parse(line.slice(line.indexOf("{")))).toMatchObject({ trace_id: TRACE_ID, span_id: named("spool.test.inner").spanId });
+    expect(line && JSON.parse(line.slice(line.indexOf("{")))).toMatchObject({
+      trace_id: TRACE_ID,
+      span_id: named("spool.test.inner").spanId,
+    });
   });
 }, 90_000);
 
@@ -135,5 +153,10 @@ test("a protocol Spool does not speak leaves traces off with one warning", async
   const log = new MemoryLog();
   const env = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" };
   expect(await startTracing({ service: "spool-server", log, env })).toBeUndefined();
-  expect(log.lines).toEqual([JSON.stringify({ level: "warn", msg: "traces are off: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf or http/json" })]);
+  expect(log.lines).toEqual([
+    JSON.stringify({
+      level: "warn",
+      msg: "traces are off: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf or http/json",
+    }),
+  ]);
 });

@@ -8,7 +8,12 @@ import type { SubmitOptions } from "./submission.ts";
  */
 
 /** The submit span, under the client's traceparent (a new trace without one); the job keeps the span's own. */
-export async function tracedSubmit(t: Tracing, endpointId: string, options: SubmitOptions, submit: (options: SubmitOptions) => Promise<EnqueuedJob>): Promise<EnqueuedJob> {
+export async function tracedSubmit(
+  t: Tracing,
+  endpointId: string,
+  options: SubmitOptions,
+  submit: (options: SubmitOptions) => Promise<EnqueuedJob>,
+): Promise<EnqueuedJob> {
   const span = t.start("spool.submit", options.traceparent, { "spool.endpoint.id": endpointId }, "server");
   try {
     const job = await submit({ ...options, traceparent: span.traceparent });
@@ -37,5 +42,17 @@ export function recordTake(t: Tracing, jobs: StoredJob[], workerId: string, now:
 export function recordResult(t: Tracing, job: EndedJob, start: number, end: number): void {
   if (!job.traceparent) return;
   const error = job.status === "COMPLETED" ? undefined : job.status;
-  t.record("spool.result", job.traceparent, start, end, { "spool.job.id": job.id, "spool.endpoint.id": job.endpointId, "spool.job.status": job.status, ...(job.workerId ? { "spool.worker.id": job.workerId } : {}) }, error);
+  t.record(
+    "spool.result",
+    job.traceparent,
+    start,
+    end,
+    {
+      "spool.job.id": job.id,
+      "spool.endpoint.id": job.endpointId,
+      "spool.job.status": job.status,
+      ...(job.workerId ? { "spool.worker.id": job.workerId } : {}),
+    },
+    error,
+  );
 }
