@@ -99,6 +99,11 @@ export interface Handler<Schema extends z.ZodType = z.ZodType, Output = unknown,
 export function defineHandler<Schema extends z.ZodType, Output, Options extends z.ZodType = z.ZodUnknown>(
   options: HandlerOptions<Schema, Output, Options>,
 ): Handler<Schema, Output, Options> {
+  // Checked here, at import: a handler without them could only fail each job later, unclearly.
+  if (typeof (options as { input?: { safeParse?: unknown } }).input?.safeParse !== "function") {
+    throw new TypeError("defineHandler: `input` must be a zod schema (z.object({...}), or z.unknown() to take any input)");
+  }
+  if (typeof options.handler !== "function") throw new TypeError("defineHandler: `handler` must be a function");
   return { ...options, kind: HANDLER_KIND };
 }
 

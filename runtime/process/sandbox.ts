@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 
 /** `server.sandbox`: how the server confines the worker processes it starts. */
 export type SandboxSetting = "auto" | "bubblewrap" | "none";
@@ -58,6 +58,10 @@ function baseArgs(): string[] {
 /** The bwrap command line that runs `command` in the sandbox `spec` describes. */
 export function bubblewrapCommand(command: string[], spec: SandboxSpec): string[] {
   const args = [Bun.which("bwrap") ?? "bwrap", ...baseArgs()];
+  // bwrap mounts on the real path: a symlinked data dir or config file would otherwise fail the
+  // mount (every start), or leave the real path visible.
+  const real = (path: string) => (existsSync(path) ? realpathSync(path) : path);
+  spec = { ...spec, hidden: spec.hidden.map(real), writable: spec.writable.map(real) };
   for (const path of spec.hidden) {
     if (!existsSync(path)) continue;
     // A folder becomes an empty one; a file cannot be opened.

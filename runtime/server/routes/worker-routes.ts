@@ -1,3 +1,4 @@
+import { boundToAnotherWorker } from "../keys/worker-keys.ts";
 import { Hono, type Context } from "hono";
 import { jobStreamSchema, type JobStopResponse } from "../../protocol/worker-wire.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
@@ -5,7 +6,7 @@ import { limitBody, readJson, validate } from "../http/request-input.ts";
 import { splitChunk } from "../../protocol/stream-chunks.ts";
 import { stopList } from "../jobs/stop-list.ts";
 import { MAX_RESULT_BYTES, pathSegment, type WorkerSteps } from "./worker-steps.ts";
-import { KNOWN_ONLY } from "../jobs/worker-presence.ts";
+import { KNOWN_ONLY, workerNotFound } from "../jobs/worker-presence.ts";
 import { clipMessage, jobLogPostSchema, type JobLogPostAnswer } from "../../protocol/job-log.ts";
 
 /** Largest job-log post: a worker sends lines in batches well under this. */
@@ -46,7 +47,9 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     const ids = c.req.query("job_id");
     const status = c.req.query("status");
     if (status === "start_failed") {
-      // A worker whose setup failed, about to exit: not a worker that is up.
+      // A worker whose setup failed, about to exit: not a worker that is up. A key the server
+      // gave one of its workers speaks for that worker alone.
+      if (boundToAnotherWorker(c.get("key").id, segment(c, "worker"))) throw workerNotFound(segment(c, "worker"));
       await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "", c.req.query("permanent") === "1");
       return c.json({});
     }

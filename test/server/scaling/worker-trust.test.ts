@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ensureBubblewrap, SANDBOXES } from "../../helpers/sandbox.ts";
@@ -65,3 +65,19 @@ for (const sandbox of SANDBOXES) {
     }, 60_000);
   });
 }
+
+test("with bubblewrap, a data dir reached through a symlink is hidden all the same, and its workers start", async () => {
+  const root = mkdtempSync(join(tmpdir(), "spool-trust-link-"));
+  try {
+    const real = join(root, "real");
+    mkdirSync(real);
+    writeFileSync(join(real, "webhook-secret"), "whsec_...");
+    symlinkSync(real, join(root, "data"));
+    await using srv = await startTestServer({ configFile, server: { sandbox: "bubblewrap", data: join(root, "data") }, endpoints: { spy: { handler: SPY, workersMax: 1 } } });
+    const [, spied] = await srv.json("POST", "/v2/spy/runsync", { input: { server: srv.url, victim: "victim", configFile, secretName: SECRET } });
+    expect(spied.status).toBe("COMPLETED");
+    expect(spied.output.dataDirEntries).toEqual(["endpoints"]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}, 60_000);
