@@ -28,6 +28,9 @@ export async function loadOptional<T>(handler: keyof typeof HANDLER_PACKAGES, lo
     const specs = packages.map((p) => `${p}@${spoolPackage.peerDependencies[p]}`).join(" ");
     // onnxruntime-node's install script would otherwise download CUDA libraries from outside npm.
     const env = handler === "image" ? "ONNXRUNTIME_NODE_INSTALL=skip " : "";
-    throw new MissingPackageError(`the ${handler} handler needs ${missing}, which is not installed (its packages are optional dependencies of spool); install them with:\n  ${env}npm install ${specs}`, { cause: err });
+    throw new MissingPackageError(
+      `the ${handler} handler needs ${missing}, which is not installed (its packages are optional dependencies of spool); install them with:\n  ${env}npm install ${specs}`,
+      { cause: err },
+    );
   }
 }

@@ -48,7 +48,10 @@ async function main(argv: string[]): Promise<number> {
     case "dev":
       return (await import("./cli/dev-command.ts")).devCommand(positionals, flags);
     case "build":
-      return (await import("./cli/build-command.ts")).buildCommand(positionals, values as { outfile?: string; target?: string; gpu?: string; server?: boolean });
+      return (await import("./cli/build-command.ts")).buildCommand(
+        positionals,
+        values as { outfile?: string; target?: string; gpu?: string; server?: boolean },
+      );
     case "cache":
       return (await import("./cli/cache-command.ts")).cacheCommand(positionals[0]);
     case "doctor":

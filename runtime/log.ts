@@ -29,7 +29,13 @@ export const silentLog: Log = { info() {}, warn() {}, error() {} };
 /** Keeps lines in memory so tests can check what was (and was not) logged. */
 export class MemoryLog implements Log {
   readonly lines: string[] = [];
-  info(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "info", msg: m, ...f })); }
-  warn(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "warn", msg: m, ...f })); }
-  error(m: string, f?: Record<string, unknown>) { this.lines.push(JSON.stringify({ level: "error", msg: m, ...f })); }
+  info(m: string, f?: Record<string, unknown>) {
+    this.lines.push(JSON.stringify({ level: "info", msg: m, ...f }));
+  }
+  warn(m: string, f?: Record<string, unknown>) {
+    this.lines.push(JSON.stringify({ level: "warn", msg: m, ...f }));
+  }
+  error(m: string, f?: Record<string, unknown>) {
+    this.lines.push(JSON.stringify({ level: "error", msg: m, ...f }));
+  }
 }

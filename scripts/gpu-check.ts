@@ -30,7 +30,12 @@ import { computeApps, withChildren, workerPids } from "./gpu-check/nvidia.ts";
 
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { rounds: { type: "string", default: "3" }, steps: { type: "string", default: "8" }, tokens: { type: "string", default: "128" }, rehearse: { type: "boolean", default: false } },
+  options: {
+    rounds: { type: "string", default: "3" },
+    steps: { type: "string", default: "8" },
+    tokens: { type: "string", default: "128" },
+    rehearse: { type: "boolean", default: false },
+  },
 });
 const ROUNDS = Math.max(1, Number(flags.rounds) || 3);
 const STEPS = Math.min(8, Math.max(2, Number(flags.steps) || 8)); // image-fast takes 1..8 steps
@@ -44,7 +49,9 @@ if (gpus.length === 0) {
   process.exit(0);
 }
 const WORKERS = Math.min(2, gpus.length);
-console.log(`gpu-check: ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index === undefined ? "" : `${g.index}: `}${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}; ${WORKERS} cuda worker(s) per model`);
+console.log(
+  `gpu-check: ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index === undefined ? "" : `${g.index}: `}${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}; ${WORKERS} cuda worker(s) per model`,
+);
 
 const tmp = makeTempDir("spool-gpu-check-");
 let server: SpoolProcess | undefined;
@@ -63,7 +70,11 @@ function onLog(line: string): void {
   } catch {
     return;
   }
-  if (entry.msg === "started worker") started.set(String(entry.workerId), { endpoint: String(entry.endpointId), gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-" });
+  if (entry.msg === "started worker")
+    started.set(String(entry.workerId), {
+      endpoint: String(entry.endpointId),
+      gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-",
+    });
   if (entry.msg === "text model layers placed") notes.push(`text: ${entry.gpuLayers} of ${entry.totalLayers} layers on ${entry.device}`);
   if (entry.level === "error" || /failed to start/.test(String(entry.msg))) notes.push(`log: ${line.slice(0, 300)}`);
 }
@@ -72,7 +83,11 @@ function build(handler: string, name: string): string {
   const out = join(tmp, "bin", name);
   const gpu = REHEARSE ? [] : ["--gpu", "cuda"];
   console.log(`building ${handler} ${gpu.join(" ")} ...`);
-  const r = Bun.spawnSync([process.execPath, "runtime/cli.ts", "build", handler, ...gpu, "--outfile", out], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([process.execPath, "runtime/cli.ts", "build", handler, ...gpu, "--outfile", out], {
+    cwd: REPO_ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) throw new Error(`spool build ${handler} ${gpu.join(" ")} failed:\n${r.stdout}${r.stderr}`);
   return out;
 }
@@ -94,7 +109,11 @@ function config(image: string, text: string, flux: string, gguf: string): string
 
 /** A runsync job; its server-measured executionTime (ms), worker and output. */
 async function job(endpoint: string, input: unknown): Promise<{ ms: number; workerId: string; output: any }> {
-  const res = await fetch(`${server!.url}/v2/${endpoint}/runsync?wait=300000`, { method: "POST", headers: bearer(server!.key), body: JSON.stringify({ input }) });
+  const res = await fetch(`${server!.url}/v2/${endpoint}/runsync?wait=300000`, {
+    method: "POST",
+    headers: bearer(server!.key),
+    body: JSON.stringify({ input }),
+  });
   const body = (await res.json()) as { status?: string; executionTime: number; workerId: string; output: unknown };
   if (body.status !== "COMPLETED") throw new Error(`${endpoint}: job answered ${JSON.stringify(body).slice(0, 500)}`);
   return { ms: body.executionTime, workerId: body.workerId, output: body.output };
@@ -131,7 +150,14 @@ async function main(): Promise<void> {
   const gguf = writeTinyGguf(join(tmp, "tiny.gguf"));
   mkdirSync(join(tmp, "data"), { recursive: true });
   writeFileSync(join(tmp, "spool.toml"), config(image, text, flux, gguf));
-  server = await startSpool({ name: "spool", dataDir: join(tmp, "data"), configPath: join(tmp, "spool.toml"), detached: true, readyTimeoutMs: 60_000, onStderrLine: onLog });
+  server = await startSpool({
+    name: "spool",
+    dataDir: join(tmp, "data"),
+    configPath: join(tmp, "spool.toml"),
+    detached: true,
+    readyTimeoutMs: 60_000,
+    onStderrLine: onLog,
+  });
   for (const ep of ["image-cuda", "image-cpu", "text-cuda", "text-cpu"]) await waitForIdleWorker(server, ep, 180);
 
   const seen = new Map<string, Set<string>>();
@@ -139,7 +165,10 @@ async function main(): Promise<void> {
   const perWorker = new Map<string, number[]>();
   const imageInput = (steps: number) => ({ prompt: "a lighthouse at dusk", width: 256, height: 256, num_inference_steps: steps, seed: 1 });
   const textInput = { messages: [{ role: "user", content: "Tell me a story" }], sampling_params: { max_tokens: TOKENS } };
-  for (const [ep, device, n] of [["image-cuda", DEVICE, WORKERS], ["image-cpu", "cpu", 1]] as const) {
+  for (const [ep, device, n] of [
+    ["image-cuda", DEVICE, WORKERS],
+    ["image-cpu", "cpu", 1],
+  ] as const) {
     await parallel(ep, n, imageInput(1), seen); // warm-up: the first run at a shape allocates
     const one: number[] = [];
     const many: number[] = [];
@@ -150,14 +179,23 @@ async function main(): Promise<void> {
         perWorker.set(j.workerId, [...(perWorker.get(j.workerId) ?? []), j.ms]);
       }
     }
-    rows.push(["image-fast (tiny fp16, 256x256)", device, `${((median(many) - median(one)) / (STEPS - 1)).toFixed(1)} ms/step`, `${median(many)} ms for ${STEPS} steps`]);
+    rows.push([
+      "image-fast (tiny fp16, 256x256)",
+      device,
+      `${((median(many) - median(one)) / (STEPS - 1)).toFixed(1)} ms/step`,
+      `${median(many)} ms for ${STEPS} steps`,
+    ]);
   }
-  for (const [ep, device, n] of [["text-cuda", DEVICE, WORKERS], ["text-cpu", "cpu", 1]] as const) {
+  for (const [ep, device, n] of [
+    ["text-cuda", DEVICE, WORKERS],
+    ["text-cpu", "cpu", 1],
+  ] as const) {
     await parallel(ep, n, { ...textInput, sampling_params: { max_tokens: 4 } }, seen);
     const perToken: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       for (const j of await parallel(ep, n, textInput, seen)) {
-        const tokens = (j.output as { usage?: { output?: number } }[]).reduce((sum, chunk) => sum + (chunk.usage?.output ?? 0), 0) || TOKENS;
+        const tokens =
+          (j.output as { usage?: { output?: number } }[]).reduce((sum, chunk) => sum + (chunk.usage?.output ?? 0), 0) || TOKENS;
         perToken.push(j.ms / tokens);
         perWorker.set(j.workerId, [...(perWorker.get(j.workerId) ?? []), j.ms]);
       }
@@ -169,7 +207,13 @@ async function main(): Promise<void> {
   printTable(
     ["endpoint", "worker", "CUDA_VISIBLE_DEVICES", "on the GPU (nvidia-smi)", "jobs"],
     "lllll",
-    [...started].map(([id, w]) => [w.endpoint, id, w.gpus, [...(seen.get(id) ?? [])].join(", ") || "none seen", String(perWorker.get(id)?.length ?? 0)]),
+    [...started].map(([id, w]) => [
+      w.endpoint,
+      id,
+      w.gpus,
+      [...(seen.get(id) ?? [])].join(", ") || "none seen",
+      String(perWorker.get(id)?.length ?? 0),
+    ]),
   );
   console.log("\ntimings (medians of %d rounds; server-measured execution time):", ROUNDS);
   printTable(["model", "device", "per step / token", "job"], "llrl", rows);

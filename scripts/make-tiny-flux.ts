@@ -34,10 +34,21 @@ const dir = positionals[0];
 const { variant, precision, io, layout } = values;
 const seed = Number(values.seed);
 const isPrecision = (p: string | undefined): p is "fp32" | "fp16" => p === "fp32" || p === "fp16";
-if (!dir || (variant !== "dev" && variant !== "schnell") || !Number.isSafeInteger(seed) || !isPrecision(precision) || (io !== undefined && !isPrecision(io)) || !(layout in LAYOUTS)) {
-  console.error("usage: bun scripts/make-tiny-flux.ts DIR [--variant dev|schnell] [--seed N] [--precision fp32|fp16] [--io fp32|fp16] [--layout diffusers|optimum|community]");
+if (
+  !dir ||
+  (variant !== "dev" && variant !== "schnell") ||
+  !Number.isSafeInteger(seed) ||
+  !isPrecision(precision) ||
+  (io !== undefined && !isPrecision(io)) ||
+  !(layout in LAYOUTS)
+) {
+  console.error(
+    "usage: bun scripts/make-tiny-flux.ts DIR [--variant dev|schnell] [--seed N] [--precision fp32|fp16] [--io fp32|fp16] [--layout diffusers|optimum|community]",
+  );
   process.exit(2);
 }
 const started = performance.now();
 await makeTinyFlux(dir, { variant, seed, precision, io, ...LAYOUTS[layout] });
-console.log(`tiny FLUX (${variant}, ${precision}, ${layout} layout, seed ${seed}) written to ${dir} in ${((performance.now() - started) / 1000).toFixed(2)} s`);
+console.log(
+  `tiny FLUX (${variant}, ${precision}, ${layout} layout, seed ${seed}) written to ${dir} in ${((performance.now() - started) / 1000).toFixed(2)} s`,
+);

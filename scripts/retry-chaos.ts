@@ -54,7 +54,7 @@ interface Server {
 /** A seeded generator of floats in [0, 1) (an LCG: enough to place the kills). */
 const seeded = (seed: number) => {
   let x = seed >>> 0 || 1;
-  return () => ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  return () => (x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 };
 
 export async function retryChaos(o: ChaosOptions): Promise<ChaosResult> {
@@ -83,7 +83,9 @@ export async function retryChaos(o: ChaosOptions): Promise<ChaosResult> {
         out += new TextDecoder().decode(value);
         const m = out.match(/Spool listening on (\S+)/);
         if (m) {
-          void (async () => { while (!(await reader.read()).done); })(); // read on, so the pipe never fills
+          void (async () => {
+            while (!(await reader.read()).done);
+          })(); // read on, so the pipe never fills
           return m[1]!;
         }
       }
@@ -109,7 +111,11 @@ export async function retryChaos(o: ChaosOptions): Promise<ChaosResult> {
       try {
         const res = await fetch(`${url}/v2/echo/run`, {
           method: "POST",
-          headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...(o.withKey ? { "idempotency-key": `chaos-${o.seed}-${i}` } : {}) },
+          headers: {
+            authorization: `Bearer ${key}`,
+            "content-type": "application/json",
+            ...(o.withKey ? { "idempotency-key": `chaos-${o.seed}-${i}` } : {}),
+          },
           body: JSON.stringify({ input: { i } }),
           signal: AbortSignal.timeout(10_000),
         });
@@ -147,7 +153,9 @@ export async function retryChaos(o: ChaosOptions): Promise<ChaosResult> {
   await Promise.all(clients);
 
   const url = await servers[0]!.up;
-  const health = (await (await fetch(`${url}/v2/echo/health`, { headers: { authorization: `Bearer ${key}` } })).json()) as { jobs: { inQueue: number } };
+  const health = (await (await fetch(`${url}/v2/echo/health`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+    jobs: { inQueue: number };
+  };
   for (const s of servers) {
     s.proc!.kill("SIGKILL");
     await s.proc!.exited;

@@ -58,7 +58,9 @@ export async function runJob<Schema extends z.ZodType, Output, Options extends z
   const stream: Output[] = [];
   const progress: unknown[] = [];
   const files: UploadedFile[] = [];
-  const parsedOptions = handler.options ? handler.options.safeParse(runOptions.options ?? {}) : { success: true as const, data: runOptions.options ?? {} };
+  const parsedOptions = handler.options
+    ? handler.options.safeParse(runOptions.options ?? {})
+    : { success: true as const, data: runOptions.options ?? {} };
   if (!parsedOptions.success) throw new Error(`handler options: ${describeIssues(parsedOptions.error)}`);
   await handler.setup?.(parsedOptions.data as z.output<Options>);
   const job: TakenJob = {
@@ -89,7 +91,13 @@ export async function runJob<Schema extends z.ZodType, Output, Options extends z
   const outcome = await execute(handler as unknown as Handler, job, ctx, async (chunk) => stream.push(chunk as Output));
   const seen = { stream, progress, files };
   if (outcome.kind === "output") return { ...seen, status: "COMPLETED", output: outcome.output };
-  if (outcome.kind === "stopped") return { ...seen, status: "FAILED", error: String((outcome.reason as Error)?.message ?? outcome.reason), errorType: (outcome.reason as Error)?.name ?? "Error" };
+  if (outcome.kind === "stopped")
+    return {
+      ...seen,
+      status: "FAILED",
+      error: String((outcome.reason as Error)?.message ?? outcome.reason),
+      errorType: (outcome.reason as Error)?.name ?? "Error",
+    };
   return { ...seen, status: "FAILED", ...failure(outcome.error) };
 }
 

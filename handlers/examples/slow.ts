@@ -9,9 +9,13 @@ export default defineHandler({
     new Promise<{ waitedMs: number }>((resolve, reject) => {
       const started = Date.now();
       const timer = setTimeout(() => resolve({ waitedMs: Date.now() - started }), job.input.ms);
-      ctx.signal.addEventListener("abort", () => {
-        clearTimeout(timer);
-        reject(ctx.signal.reason);
-      }, { once: true });
+      ctx.signal.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          reject(ctx.signal.reason);
+        },
+        { once: true },
+      );
     }),
 });

@@ -22,15 +22,25 @@ export const executionProvider = (device: Device) => device;
 export async function checkDevice(device: Device): Promise<void> {
   const supported = ort.listSupportedBackends().map((b) => b.name);
   if (!supported.includes(device)) {
-    throw new DeviceUnavailableError(`device "${device}" is not available: this onnxruntime-node build has no ${device} provider (it has ${supported.join(", ")}); ${HINTS[device]}`);
+    throw new DeviceUnavailableError(
+      `device "${device}" is not available: this onnxruntime-node build has no ${device} provider (it has ${supported.join(", ")}); ${HINTS[device]}`,
+    );
   }
   try {
-    const session = await ort.InferenceSession.create(probeModel(), { executionProviders: [executionProvider(device)], logSeverityLevel: 4 });
+    const session = await ort.InferenceSession.create(probeModel(), {
+      executionProviders: [executionProvider(device)],
+      logSeverityLevel: 4,
+    });
     await session.run({ x: new ort.Tensor("float32", new Float32Array([-1, 1]), [2]) });
     await session.release();
   } catch (err) {
-    const reason = String((err as Error)?.message ?? err).split("\n")[0]!.slice(0, 300);
-    throw new DeviceUnavailableError(`device "${device}" is not available: ${reason}; ${HINTS[device]}. Set the endpoint's options.device to one this machine has (e.g. "cpu").`, { cause: err });
+    const reason = String((err as Error)?.message ?? err)
+      .split("\n")[0]!
+      .slice(0, 300);
+    throw new DeviceUnavailableError(
+      `device "${device}" is not available: ${reason}; ${HINTS[device]}. Set the endpoint's options.device to one this machine has (e.g. "cpu").`,
+      { cause: err },
+    );
   }
 }
 

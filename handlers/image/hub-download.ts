@@ -51,9 +51,14 @@ export async function downloadFromHub(id: string, dir: string, options: HubDownl
   const headers: Record<string, string> = env.HF_TOKEN ? { authorization: `Bearer ${env.HF_TOKEN}` } : {};
   const info = await fetch(`${hub}/api/models/${id}?blobs=true`, { headers });
   if (!info.ok) throw new Error(`hub model ${id}: HTTP ${info.status} ${(await info.text()).slice(0, 200)}`);
-  const { siblings = [], sha = "main" } = (await info.json()) as { siblings?: { rfilename: string; size?: number; lfs?: { size?: number } }[]; sha?: string };
+  const { siblings = [], sha = "main" } = (await info.json()) as {
+    siblings?: { rfilename: string; size?: number; lfs?: { size?: number } }[];
+    sha?: string;
+  };
   for (const s of siblings) checkName(id, s.rfilename);
-  const names = siblings.map((s) => s.rfilename).filter((f) => f === "model_index.json" || MODEL_FOLDERS.some((folder) => f.startsWith(`${folder}/`)));
+  const names = siblings
+    .map((s) => s.rfilename)
+    .filter((f) => f === "model_index.json" || MODEL_FOLDERS.some((folder) => f.startsWith(`${folder}/`)));
   if (!names.some((f) => f === "transformer/model.onnx" || f === "unet/model.onnx")) {
     throw new Error(`hub model ${id} has no transformer/model.onnx (or unet/model.onnx): it is not a diffusers/optimum-style ONNX export`);
   }
@@ -66,13 +71,22 @@ export async function downloadFromHub(id: string, dir: string, options: HubDownl
 
   await mkdir(dir, { recursive: true });
   const out = options.out ?? process.stderr;
-  const lock = await lockModelDir(dir, { complete: () => existsSync(marker), stallMs: options.stallMs ?? 600_000, clock: options.clock, out, label: `hub model ${id}` });
+  const lock = await lockModelDir(dir, {
+    complete: () => existsSync(marker),
+    stallMs: options.stallMs ?? 600_000,
+    clock: options.clock,
+    out,
+    label: `hub model ${id}`,
+  });
   if (!lock) return dir; // another process finished it while this one waited
   try {
     await download(id, dir, files, { url, headers, out, lock, freeBytes: options.freeBytes ?? freeBytesOf });
     for (const file of files) {
       const size = existsSync(join(dir, file.path)) ? statSync(join(dir, file.path)).size : 0;
-      if (size !== file.size) throw new Error(`hub model ${id}: ${file.path} has ${size} bytes on disk but the hub lists ${file.size}; run again to fetch it again`);
+      if (size !== file.size)
+        throw new Error(
+          `hub model ${id}: ${file.path} has ${size} bytes on disk but the hub lists ${file.size}; run again to fetch it again`,
+        );
     }
     await writeFile(marker, `${id}@${sha}\n`);
     return dir;
@@ -86,7 +100,13 @@ async function download(
   id: string,
   dir: string,
   files: HubFile[],
-  ctx: { url: (path: string) => string; headers: Record<string, string>; out: { write(text: string): unknown }; lock: HeldLock; freeBytes: (dir: string) => Promise<number> },
+  ctx: {
+    url: (path: string) => string;
+    headers: Record<string, string>;
+    out: { write(text: string): unknown };
+    lock: HeldLock;
+    freeBytes: (dir: string) => Promise<number>;
+  },
 ) {
   const total = files.reduce((n, f) => n + f.size, 0);
   const have = files.reduce((n, f) => n + onDisk(join(dir, f.path), f.size), 0);
@@ -111,14 +131,25 @@ async function download(
 
 /** Refuses a listed name that is not a plain relative path (a mirror must not write outside the model folder). */
 function checkName(id: string, name: unknown): void {
-  const plain = typeof name === "string" && !name.includes("\0") && name.split("/").every((part) => part !== "" && part !== "." && part !== "..");
+  const plain =
+    typeof name === "string" && !name.includes("\0") && name.split("/").every((part) => part !== "" && part !== "." && part !== "..");
   if (!plain) {
-    throw new Error(`hub model ${id}: the hub lists a file named ${JSON.stringify(name)}, which is not a relative path inside the model folder (absolute, or with "..", "." or empty parts); refusing to download from it (check HF_ENDPOINT)`);
+    throw new Error(
+      `hub model ${id}: the hub lists a file named ${JSON.stringify(name)}, which is not a relative path inside the model folder (absolute, or with "..", "." or empty parts); refusing to download from it (check HF_ENDPOINT)`,
+    );
   }
 }
 
 /** Appends the rest of one file to `part`, from its current size (Range), checking the final size. */
-async function fetchResuming(url: string, part: string, file: HubFile, headers: Record<string, string>, id: string, bar: ReturnType<typeof progressBar>, lock: HeldLock) {
+async function fetchResuming(
+  url: string,
+  part: string,
+  file: HubFile,
+  headers: Record<string, string>,
+  id: string,
+  bar: ReturnType<typeof progressBar>,
+  lock: HeldLock,
+) {
   let from = existsSync(part) ? statSync(part).size : 0;
   if (from > file.size) {
     await truncate(part, 0);

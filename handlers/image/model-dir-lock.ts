@@ -1,4 +1,16 @@
-import { closeSync, linkSync, openSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  linkSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../runtime/clock.ts";
@@ -48,7 +60,14 @@ export interface LockOptions {
 export async function lockModelDir(dir: string, options: LockOptions): Promise<HeldLock | undefined> {
   const clock = options.clock ?? wallClock;
   const path = join(dir, LOCK);
-  const mine: Holder = { pid: process.pid, host: hostname(), token: crypto.randomUUID(), started: startTicks(process.pid), ns: PID_NAMESPACE, boot: BOOT_ID };
+  const mine: Holder = {
+    pid: process.pid,
+    host: hostname(),
+    token: crypto.randomUUID(),
+    started: startTicks(process.pid),
+    ns: PID_NAMESPACE,
+    boot: BOOT_ID,
+  };
   let seen = "";
   let since = clock.now();
   let told = false;
@@ -81,7 +100,9 @@ export async function lockModelDir(dir: string, options: LockOptions): Promise<H
     }
     if (!told) {
       told = true;
-      options.out.write(`${options.label}: waiting for ${holder ? `process ${holder.pid}` : "another process"}, which is downloading it into ${dir}\n`);
+      options.out.write(
+        `${options.label}: waiting for ${holder ? `process ${holder.pid}` : "another process"}, which is downloading it into ${dir}\n`,
+      );
     }
     await clock.sleep(LOCK_POLL_MS);
   }
@@ -138,7 +159,9 @@ function readOr(read: () => string): string | undefined {
 
 /** Whether the holder's pid can be checked from here: same host, pid namespace and boot. */
 function sameMachine(holder: Holder, mine: Holder): boolean {
-  return holder.host === mine.host && holder.ns !== undefined && holder.ns === mine.ns && holder.boot !== undefined && holder.boot === mine.boot;
+  return (
+    holder.host === mine.host && holder.ns !== undefined && holder.ns === mine.ns && holder.boot !== undefined && holder.boot === mine.boot
+  );
 }
 
 function read(path: string): { holder: Holder | undefined; text: string; mtimeMs: number } | undefined {
@@ -148,7 +171,12 @@ function read(path: string): { holder: Holder | undefined; text: string; mtimeMs
     let holder: Holder | undefined;
     try {
       const parsed = JSON.parse(text) as Partial<Holder>;
-      if (typeof parsed.pid === "number" && typeof parsed.host === "string" && typeof parsed.token === "string" && (parsed.started === undefined || typeof parsed.started === "string")) {
+      if (
+        typeof parsed.pid === "number" &&
+        typeof parsed.host === "string" &&
+        typeof parsed.token === "string" &&
+        (parsed.started === undefined || typeof parsed.started === "string")
+      ) {
         holder = parsed as Holder;
       }
     } catch {
@@ -234,4 +262,3 @@ function held(path: string, mine: Holder, clock: Pick<Clock, "now">): HeldLock {
     },
   };
 }
-

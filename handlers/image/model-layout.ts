@@ -3,7 +3,16 @@ import { join } from "node:path";
 import { ModelFormatError } from "./onnx-component.ts";
 
 /** The folders of a diffusers/optimum-style FLUX ONNX export that the pipeline may read. */
-export const MODEL_FOLDERS = ["scheduler", "tokenizer", "tokenizer_2", "text_encoder", "text_encoder_2", "transformer", "unet", "vae_decoder"] as const;
+export const MODEL_FOLDERS = [
+  "scheduler",
+  "tokenizer",
+  "tokenizer_2",
+  "text_encoder",
+  "text_encoder_2",
+  "transformer",
+  "unet",
+  "vae_decoder",
+] as const;
 
 /** What the pipeline supports, for error messages. */
 export const SUPPORTED_LAYOUT =
@@ -44,13 +53,18 @@ export function resolveLayout(root: string): ModelLayout {
     const path = join(root, folder, "model.onnx");
     if (existsSync(path)) return path;
     const others = existsSync(join(root, folder)) ? readdirSync(join(root, folder)).filter((f) => f.endsWith(".onnx")) : [];
-    problems.push(others.length ? `${folder}/model.onnx missing (found ${others.join(", ")}; the graph must be named model.onnx)` : `${folder}/model.onnx missing`);
+    problems.push(
+      others.length
+        ? `${folder}/model.onnx missing (found ${others.join(", ")}; the graph must be named model.onnx)`
+        : `${folder}/model.onnx missing`,
+    );
     return path;
   };
   const transformerFolder = has("transformer/model.onnx") || !has("unet/model.onnx") ? "transformer" : "unet";
   if (!has("scheduler/scheduler_config.json")) problems.push("scheduler/scheduler_config.json missing");
   const clipJson = has("tokenizer/tokenizer.json");
-  if (!clipJson && !(has("tokenizer/vocab.json") && has("tokenizer/merges.txt"))) problems.push("tokenizer/ needs tokenizer.json, or vocab.json and merges.txt (CLIP BPE)");
+  if (!clipJson && !(has("tokenizer/vocab.json") && has("tokenizer/merges.txt")))
+    problems.push("tokenizer/ needs tokenizer.json, or vocab.json and merges.txt (CLIP BPE)");
   if (!has("tokenizer_2/tokenizer.json")) {
     problems.push(
       has("tokenizer_2/spiece.model")
@@ -70,6 +84,9 @@ export function resolveLayout(root: string): ModelLayout {
     transformerConfig: has(`${transformerFolder}/config.json`) ? join(root, transformerFolder, "config.json") : undefined,
     vaeConfig: has("vae_decoder/config.json") ? join(root, "vae_decoder/config.json") : undefined,
   };
-  if (problems.length) throw new ModelFormatError(`model folder ${root} is not a FLUX ONNX export this pipeline runs: ${problems.join("; ")}. Supported: ${SUPPORTED_LAYOUT}`);
+  if (problems.length)
+    throw new ModelFormatError(
+      `model folder ${root} is not a FLUX ONNX export this pipeline runs: ${problems.join("; ")}. Supported: ${SUPPORTED_LAYOUT}`,
+    );
   return layout;
 }

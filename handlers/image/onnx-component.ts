@@ -44,12 +44,26 @@ export class OnnxComponent {
     } catch (err) {
       const message = String((err as Error)?.message ?? err).split("\n")[0]!;
       if (/Unsupported data type: 16\b/.test(message)) {
-        throw new ModelFormatError(`${file}: an input or output is bfloat16, which onnxruntime-node cannot pass in or out; supported at a graph's boundary: float32 and float16 (bf16 inside the graph is fine)`, { cause: err });
+        throw new ModelFormatError(
+          `${file}: an input or output is bfloat16, which onnxruntime-node cannot pass in or out; supported at a graph's boundary: float32 and float16 (bf16 inside the graph is fine)`,
+          { cause: err },
+        );
       }
       throw new ModelFormatError(`${file}: onnxruntime cannot load it: ${message.slice(0, 400)}`, { cause: err });
     }
     const ports = (list: readonly ort.InferenceSession.ValueMetadata[]) =>
-      new Map(list.filter((m) => m.isTensor).map((m) => [m.name, { name: m.name, type: (m as ort.InferenceSession.TensorValueMetadata).type, shape: (m as ort.InferenceSession.TensorValueMetadata).shape }]));
+      new Map(
+        list
+          .filter((m) => m.isTensor)
+          .map((m) => [
+            m.name,
+            {
+              name: m.name,
+              type: (m as ort.InferenceSession.TensorValueMetadata).type,
+              shape: (m as ort.InferenceSession.TensorValueMetadata).shape,
+            },
+          ]),
+      );
     return new OnnxComponent(file, session, ports(session.inputMetadata), ports(session.outputMetadata));
   }
 
@@ -62,8 +76,10 @@ export class OnnxComponent {
 
   /** The first output of `names` the graph has, else its only output; a ModelFormatError otherwise. */
   output(...names: string[]): Port {
-    const port = names.map((n) => this.outputs.get(n)).find((p) => p) ?? (this.outputs.size === 1 ? [...this.outputs.values()][0] : undefined);
-    if (!port) throw new ModelFormatError(`${this.file}: no output named ${names.join(" or ")} (it has ${[...this.outputs.keys()].join(", ")})`);
+    const port =
+      names.map((n) => this.outputs.get(n)).find((p) => p) ?? (this.outputs.size === 1 ? [...this.outputs.values()][0] : undefined);
+    if (!port)
+      throw new ModelFormatError(`${this.file}: no output named ${names.join(" or ")} (it has ${[...this.outputs.keys()].join(", ")})`);
     return port;
   }
 
@@ -88,8 +104,15 @@ export class OnnxComponent {
    * Runs the graph on host feeds (converted to each input's declared type) and on `fixed`, tensors
    * made once by tensors(); returns the wanted outputs as fp32 with their dims.
    */
-  async run(feeds: Record<string, Feed>, wanted: Port[], fixed: Record<string, ort.Tensor> = {}): Promise<{ data: Float32Array; dims: readonly number[] }[]> {
-    const out = await this.session.run({ ...fixed, ...this.tensors(feeds) }, wanted.map((p) => p.name));
+  async run(
+    feeds: Record<string, Feed>,
+    wanted: Port[],
+    fixed: Record<string, ort.Tensor> = {},
+  ): Promise<{ data: Float32Array; dims: readonly number[] }[]> {
+    const out = await this.session.run(
+      { ...fixed, ...this.tensors(feeds) },
+      wanted.map((p) => p.name),
+    );
     return wanted.map((p) => ({ data: toFloat32(out[p.name]!), dims: out[p.name]!.dims }));
   }
 

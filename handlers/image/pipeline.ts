@@ -64,7 +64,8 @@ export class FluxPipeline {
 
   /** The element type of every graph's float inputs and outputs, e.g. {transformer: "float16", ...}. */
   get precisions(): Record<string, string> {
-    const of = (c: OnnxComponent) => [...new Set([...c.inputs.values(), ...c.outputs.values()].map((p) => p.type).filter((t) => t.startsWith("float")))].join("+");
+    const of = (c: OnnxComponent) =>
+      [...new Set([...c.inputs.values(), ...c.outputs.values()].map((p) => p.type).filter((t) => t.startsWith("float")))].join("+");
     return { transformer: of(this.transformer), vae_decoder: of(this.vae), ...this.text.precisions };
   }
 
@@ -82,12 +83,21 @@ export class FluxPipeline {
       OnnxComponent.load(root, layout.vaeDecoder, sessionOptions),
     ]);
     const failed = loaded.find((r) => r.status === "rejected");
-    const [text, transformer, vae] = loaded.map((r) => (r.status === "fulfilled" ? r.value : undefined)) as [TextEncoders?, OnnxComponent?, OnnxComponent?];
+    const [text, transformer, vae] = loaded.map((r) => (r.status === "fulfilled" ? r.value : undefined)) as [
+      TextEncoders?,
+      OnnxComponent?,
+      OnnxComponent?,
+    ];
     try {
       if (failed) throw failed.reason;
-      const [scheduler, vaeConfig, transformerConfig] = await Promise.all([readJson(layout.scheduler), readJson(layout.vaeConfig), readJson(layout.transformerConfig)]);
+      const [scheduler, vaeConfig, transformerConfig] = await Promise.all([
+        readJson(layout.scheduler),
+        readJson(layout.vaeConfig),
+        readJson(layout.transformerConfig),
+      ]);
       const t = transformer!;
-      for (const name of ["hidden_states", "encoder_hidden_states", "pooled_projections", "timestep", "img_ids", "txt_ids"]) t.requireFloat(t.input(name));
+      for (const name of ["hidden_states", "encoder_hidden_states", "pooled_projections", "timestep", "img_ids", "txt_ids"])
+        t.requireFloat(t.input(name));
       if (t.inputs.has("guidance")) t.requireFloat(t.input("guidance"));
       // optimum names it out_hidden_states, BFL's exports latent, others sample
       const velocityOut = t.requireFloat(t.output("out_hidden_states", "latent", "sample"));
@@ -167,7 +177,9 @@ export class FluxPipeline {
     const { latent_channels: ch, scaling_factor, shift_factor } = this.vaeConfig;
     const z = unpackLatents(latents, rows, cols, ch);
     for (let i = 0; i < z.length; i++) z[i] = z[i]! / scaling_factor + shift_factor;
-    const [sample] = await this.vae.run({ [this.latentIn]: { data: z, dims: [1, ch, height / VAE_SCALE, width / VAE_SCALE] } }, [this.sampleOut]);
+    const [sample] = await this.vae.run({ [this.latentIn]: { data: z, dims: [1, ch, height / VAE_SCALE, width / VAE_SCALE] } }, [
+      this.sampleOut,
+    ]);
     if (sample!.dims[2] !== height || sample!.dims[3] !== width) {
       throw new Error(`the VAE decoder returned ${sample!.dims.join("x")}, expected [1, 3, ${height}, ${width}]`);
     }

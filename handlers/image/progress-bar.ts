@@ -19,7 +19,9 @@ export function progressBar(label: string, total: number, out: { write(text: str
       shownAt = t;
       const pct = total ? Math.floor((done / total) * 100) : 100;
       const filled = Math.round(pct / 4);
-      out.write(`\r${label} [${"#".repeat(filled)}${".".repeat(25 - filled)}] ${pct}% ${gb(done)}/${gb(total)} GB ${rate()} ${file.padEnd(32).slice(0, 32)}`);
+      out.write(
+        `\r${label} [${"#".repeat(filled)}${".".repeat(25 - filled)}] ${pct}% ${gb(done)}/${gb(total)} GB ${rate()} ${file.padEnd(32).slice(0, 32)}`,
+      );
     },
     done: () => out.write(`\r${label}: done, ${gb(done)} GB at ${rate()}${" ".repeat(40)}\n`),
   };

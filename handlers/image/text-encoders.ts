@@ -44,7 +44,15 @@ export class TextEncoders {
     try {
       clip.input("input_ids");
       t5.input("input_ids");
-      return new TextEncoders(clipTokenizer, clip, clip.requireFloat(clip.output("pooler_output")), t5Tokenizer, t5, t5.requireFloat(t5.output("last_hidden_state")), t5Length);
+      return new TextEncoders(
+        clipTokenizer,
+        clip,
+        clip.requireFloat(clip.output("pooler_output")),
+        t5Tokenizer,
+        t5,
+        t5.requireFloat(t5.output("last_hidden_state")),
+        t5Length,
+      );
     } catch (err) {
       await Promise.all([clip.release(), t5.release()]);
       throw err;
@@ -58,7 +66,10 @@ export class TextEncoders {
 
   async encode(prompt: string): Promise<TextEmbedding> {
     const ids = (tokenizer: Tokenizer, length: number) => {
-      const t = tokenizer(prompt, { padding: "max_length", max_length: length, truncation: true }).input_ids as { data: BigInt64Array; dims: number[] };
+      const t = tokenizer(prompt, { padding: "max_length", max_length: length, truncation: true }).input_ids as {
+        data: BigInt64Array;
+        dims: number[];
+      };
       return { data: t.data, dims: t.dims };
     };
     const feeds = (c: OnnxComponent, input: { data: BigInt64Array; dims: number[] }) => {
@@ -96,7 +107,12 @@ async function loadClipTokenizer(source: { dir: string; fromFiles: boolean }): P
   const hf = await import("@huggingface/transformers");
   const vocab = JSON.parse(await readFile(join(source.dir, "vocab.json"), "utf8")) as Record<string, number>;
   const merges = (await readFile(join(source.dir, "merges.txt"), "utf8")).split("\n").filter((l) => l.trim() && !l.startsWith("#version"));
-  const config = { ...CLIP_SPECIALS, model_max_length: CLIP_LENGTH, do_lower_case: true, ...(await readOptionalJson(join(source.dir, "tokenizer_config.json"))) };
+  const config = {
+    ...CLIP_SPECIALS,
+    model_max_length: CLIP_LENGTH,
+    do_lower_case: true,
+    ...(await readOptionalJson(join(source.dir, "tokenizer_config.json"))),
+  };
   const json = clipTokenizerJson(vocab, merges, config.bos_token, config.eos_token, config.unk_token);
   return new hf.PreTrainedTokenizer(json, config);
 }
@@ -107,7 +123,8 @@ async function readOptionalJson(path: string): Promise<Record<string, unknown>> 
   try {
     const parsed = JSON.parse(await readFile(path, "utf8"));
     // slow tokenizers' configs name specials as objects ({content: "..."}); the fast form takes strings
-    for (const [k, v] of Object.entries(parsed)) if (v && typeof v === "object" && "content" in v) parsed[k] = (v as { content: string }).content;
+    for (const [k, v] of Object.entries(parsed))
+      if (v && typeof v === "object" && "content" in v) parsed[k] = (v as { content: string }).content;
     return parsed;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return {};

@@ -106,7 +106,9 @@ export class TextEngine {
       // the CPU; "max" fails outright on a card too small for the whole model.
       const model = await llama.loadModel({ modelPath: settings.modelPath, gpuLayers: settings.device === "cpu" ? 0 : "auto" });
       if (settings.device !== "cpu") {
-        process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "text model layers placed", device: settings.device, gpuLayers: model.gpuLayers, totalLayers: model.fileInsights.totalLayers })}\n`);
+        process.stderr.write(
+          `${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "text model layers placed", device: settings.device, gpuLayers: model.gpuLayers, totalLayers: model.fileInsights.totalLayers })}\n`,
+        );
       }
       const context = await model.createContext({
         sequences: settings.sequences,
@@ -195,7 +197,9 @@ export class TextEngine {
       const { tokens, stops } = this.#tokenize(req.input);
       const room = this.context.contextSize - tokens.length;
       if (room <= 0) {
-        throw new HandlerError(`the prompt has ${tokens.length} tokens; this model's context holds ${this.context.contextSize}`, { type: "invalid_request_error" });
+        throw new HandlerError(`the prompt has ${tokens.length} tokens; this model's context holds ${this.context.contextSize}`, {
+          type: "invalid_request_error",
+        });
       }
       yield { type: "prompt", inputTokens: tokens.length };
 

@@ -24,7 +24,12 @@ export interface TextChunk {
  * A job in worker-vllm's input form. Not streamed: one result with the whole text. Streamed:
  * chunks of growing token batches with the engine's metrics, while /status shows the text so far.
  */
-export async function* legacyJob(engine: TextEngine, input: LegacyInput, options: TextOptions, ctx: HandlerContext): AsyncGenerator<TextResult | TextChunk> {
+export async function* legacyJob(
+  engine: TextEngine,
+  input: LegacyInput,
+  options: TextOptions,
+  ctx: HandlerContext,
+): AsyncGenerator<TextResult | TextChunk> {
   const events = engine.generate({
     input: input.messages ? { messages: input.messages } : { prompt: input.prompt! },
     ...samplingFrom(input.sampling_params, options.defaultMaxTokens),

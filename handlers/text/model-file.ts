@@ -19,14 +19,18 @@ export async function resolveModelPath(model: string | undefined, modelsDir: str
   }
   if (!isHubId(model)) {
     const path = resolve(model);
-    if (!existsSync(path)) throw new Error(`model file not found: ${path} (options.model is a local .gguf path or a hub id such as hf:owner/repo/file.gguf)`);
+    if (!existsSync(path))
+      throw new Error(`model file not found: ${path} (options.model is a local .gguf path or a hub id such as hf:owner/repo/file.gguf)`);
     return path;
   }
   const { resolveModelFile } = await import("node-llama-cpp");
   try {
     return await resolveModelFile(model, { directory: modelsDir, cli: Boolean(process.stderr.isTTY) });
   } catch (err) {
-    throw new Error(`could not download ${model} into ${modelsDir}: ${(err as Error).message} (no internet? put the .gguf file on this machine and set options.model to its path)`, { cause: err });
+    throw new Error(
+      `could not download ${model} into ${modelsDir}: ${(err as Error).message} (no internet? put the .gguf file on this machine and set options.model to its path)`,
+      { cause: err },
+    );
   }
 }
 
@@ -48,7 +52,8 @@ export async function validateGguf(path: string): Promise<{ architecture: string
   }
   const get = (key: string): unknown => key.split(".").reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], metadata);
   const architecture = get("general.architecture");
-  if (typeof architecture !== "string") throw new Error(`${basename(path)} is not a usable model: GGUF key general.architecture is missing`);
+  if (typeof architecture !== "string")
+    throw new Error(`${basename(path)} is not a usable model: GGUF key general.architecture is missing`);
   const required = [
     `${architecture}.context_length`,
     `${architecture}.embedding_length`,

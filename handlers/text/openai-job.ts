@@ -27,7 +27,14 @@ function messagesOf(request: ChatRequest): ChatMessage[] {
  * streamed, its chunks). The body, or the last chunk, also carries `cost`, which the server
  * charges and the route removes before answering.
  */
-export async function* openaiJob(engine: TextEngine, input: OpenaiInput, options: TextOptions, modelName: string, jobId: string, ctx: HandlerContext): AsyncGenerator<Record<string, unknown>> {
+export async function* openaiJob(
+  engine: TextEngine,
+  input: OpenaiInput,
+  options: TextOptions,
+  modelName: string,
+  jobId: string,
+  ctx: HandlerContext,
+): AsyncGenerator<Record<string, unknown>> {
   const created = Math.floor(Date.now() / 1000);
   if (input.openai_route === "/v1/models") {
     yield { object: "list", data: [{ id: modelName, object: "model", created, owned_by: "spool" }] };
@@ -41,7 +48,12 @@ export async function* openaiJob(engine: TextEngine, input: OpenaiInput, options
     ...samplingFrom({ ...request, max_tokens: maxTokens }, options.defaultMaxTokens),
     signal: ctx.signal,
   });
-  const head = { id: `${chat ? "chatcmpl" : "cmpl"}-${jobId}`, object: chat ? "chat.completion" : "text_completion", created, model: modelName };
+  const head = {
+    id: `${chat ? "chatcmpl" : "cmpl"}-${jobId}`,
+    object: chat ? "chat.completion" : "text_completion",
+    created,
+    model: modelName,
+  };
 
   if (!request.stream) {
     let text = "";
@@ -51,7 +63,12 @@ export async function* openaiJob(engine: TextEngine, input: OpenaiInput, options
       const choice = chat
         ? { index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: batch.end.finishReason }
         : { index: 0, text, logprobs: null, finish_reason: batch.end.finishReason };
-      yield { ...head, choices: [choice], usage: usage(batch.inputTokens, batch.outputTokens), cost: textCost(options, batch.inputTokens, batch.outputTokens) };
+      yield {
+        ...head,
+        choices: [choice],
+        usage: usage(batch.inputTokens, batch.outputTokens),
+        cost: textCost(options, batch.inputTokens, batch.outputTokens),
+      };
     }
     return;
   }
@@ -60,7 +77,12 @@ export async function* openaiJob(engine: TextEngine, input: OpenaiInput, options
   const chunkHead = { ...head, object: chat ? "chat.completion.chunk" : "text_completion", ...(includeUsage ? { usage: null } : {}) };
   const choice = (text: string | undefined, finish: string | null, role = false) =>
     chat
-      ? { index: 0, delta: { ...(role ? { role: "assistant" } : {}), ...(text !== undefined ? { content: text } : {}) }, logprobs: null, finish_reason: finish }
+      ? {
+          index: 0,
+          delta: { ...(role ? { role: "assistant" } : {}), ...(text !== undefined ? { content: text } : {}) },
+          logprobs: null,
+          finish_reason: finish,
+        }
       : { index: 0, text: text ?? "", logprobs: null, finish_reason: finish };
   let first = true;
   for await (const batch of tokenBatches(events, { ...SIZES, flushMs: options.streamFlushMs })) {

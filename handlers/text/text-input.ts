@@ -31,7 +31,11 @@ export const legacyInputSchema = z
   })
   .superRefine((v, ctx) => {
     if ((v.messages === undefined) === (v.prompt === undefined)) {
-      ctx.addIssue({ code: "custom", path: ["messages"], message: "give either messages (a list of {role, content}) or prompt (a string)" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["messages"],
+        message: "give either messages (a list of {role, content}) or prompt (a string)",
+      });
     }
   });
 export type LegacyInput = z.output<typeof legacyInputSchema>;
@@ -70,11 +74,15 @@ export const completionRequestSchema = z.looseObject({
 export type CompletionRequest = z.output<typeof completionRequestSchema>;
 
 /** OpenAI routes reach the handler as {openai_route, openai_input} (worker-vllm's convention). */
-export const openaiInputSchema = z.discriminatedUnion("openai_route", [
-  z.object({ openai_route: z.literal("/v1/chat/completions"), openai_input: chatRequestSchema }),
-  z.object({ openai_route: z.literal("/v1/completions"), openai_input: completionRequestSchema }),
-  z.object({ openai_route: z.literal("/v1/models"), openai_input: z.unknown().optional() }),
-], { error: "must be /v1/chat/completions, /v1/completions or /v1/models" });
+export const openaiInputSchema = z.discriminatedUnion(
+  "openai_route",
+  [
+    z.object({ openai_route: z.literal("/v1/chat/completions"), openai_input: chatRequestSchema }),
+    z.object({ openai_route: z.literal("/v1/completions"), openai_input: completionRequestSchema }),
+    z.object({ openai_route: z.literal("/v1/models"), openai_input: z.unknown().optional() }),
+  ],
+  { error: "must be /v1/chat/completions, /v1/completions or /v1/models" },
+);
 export type OpenaiInput = z.output<typeof openaiInputSchema>;
 
 export type TextInput = LegacyInput | OpenaiInput;
@@ -88,7 +96,13 @@ export const textInputSchema = z
   // The checks below cannot be written as JSON Schema; an example shows a person (the dashboard's playground) what to send.
   .meta({
     description: "worker-vllm's input: messages (a list of {role, content}) or prompt, sampling_params, stream",
-    examples: [{ messages: [{ role: "user", content: "Write a haiku about queues." }], sampling_params: { max_tokens: 64, temperature: 0.7 }, stream: true }],
+    examples: [
+      {
+        messages: [{ role: "user", content: "Write a haiku about queues." }],
+        sampling_params: { max_tokens: 64, temperature: 0.7 },
+        stream: true,
+      },
+    ],
   })
   .transform((value, ctx): TextInput => {
     const schema = "openai_route" in value ? openaiInputSchema : legacyInputSchema;

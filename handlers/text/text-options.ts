@@ -44,7 +44,11 @@ export const textOptionsSchema = z.strictObject({
 export type TextOptions = z.output<typeof textOptionsSchema>;
 
 /** A job's price in US dollars, rounded up after the 10th decimal (the spec's rule). */
-export function textCost(options: Pick<TextOptions, "inputPricePerMillion" | "outputPricePerMillion">, input: number, output: number): number {
+export function textCost(
+  options: Pick<TextOptions, "inputPricePerMillion" | "outputPricePerMillion">,
+  input: number,
+  output: number,
+): number {
   const exact = (input * options.inputPricePerMillion + output * options.outputPricePerMillion) / 1_000_000;
   // The small epsilon keeps binary noise (0.1 + 0.2) from rounding a whole step up.
   return Math.ceil(exact * 1e10 - 1e-6) / 1e10;

@@ -43,7 +43,13 @@ function byteTokens(): string[] {
 
 /** Merged tokens on top of the 256 bytes ("Ġ" is the byte-level space). */
 const MERGES: [string, string][] = [
-  ["Ġ", "t"], ["h", "e"], ["i", "n"], ["e", "r"], ["a", "n"], ["o", "n"], ["Ġt", "he"],
+  ["Ġ", "t"],
+  ["h", "e"],
+  ["i", "n"],
+  ["e", "r"],
+  ["a", "n"],
+  ["o", "n"],
+  ["Ġt", "he"],
 ];
 const SPECIALS = ["<s>", "</s>", "<unk>"];
 

@@ -52,7 +52,8 @@ export async function* tokenBatches(
     for (;;) {
       pending ??= events.next();
       const held = full ?? batch;
-      const next = held && sizes.flushMs !== undefined ? await within(pending, heldSince + sizes.flushMs - clock.now(), clock) : await pending;
+      const next =
+        held && sizes.flushMs !== undefined ? await within(pending, heldSince + sizes.flushMs - clock.now(), clock) : await pending;
       if (next === TIMED_OUT) {
         full = batch = undefined;
         yield held!;

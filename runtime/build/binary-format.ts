@@ -23,7 +23,12 @@ export function binaryPlatform(head: Uint8Array): BinaryPlatform | null {
     const machine = u16(18);
     return { format: "elf", os: "linux", arch: ELF_MACHINES[machine] ?? `machine-${machine}` };
   }
-  if (b.length >= 16 && (b.readUInt32LE(0) === 0xfeedfacf || b.readUInt32LE(0) === 0xfeedface) && b.readUInt32LE(12) >= 1 && b.readUInt32LE(12) <= 12) {
+  if (
+    b.length >= 16 &&
+    (b.readUInt32LE(0) === 0xfeedfacf || b.readUInt32LE(0) === 0xfeedface) &&
+    b.readUInt32LE(12) >= 1 &&
+    b.readUInt32LE(12) <= 12
+  ) {
     const cpu = b.readUInt32LE(4);
     return { format: "mach-o", os: "darwin", arch: MACHO_CPUS[cpu] ?? `machine-${cpu}` };
   }

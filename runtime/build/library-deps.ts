@@ -22,7 +22,12 @@ export function readElfDynamic(file: string): ElfDynamic | null {
   const shnum = buf.readUInt16LE(0x3c);
   const sections = Array.from({ length: shnum }, (_, i) => {
     const at = shoff + i * shentsize;
-    return { type: buf.readUInt32LE(at + 4), offset: Number(buf.readBigUInt64LE(at + 0x18)), size: Number(buf.readBigUInt64LE(at + 0x20)), link: buf.readUInt32LE(at + 0x28) };
+    return {
+      type: buf.readUInt32LE(at + 4),
+      offset: Number(buf.readBigUInt64LE(at + 0x18)),
+      size: Number(buf.readBigUInt64LE(at + 0x20)),
+      link: buf.readUInt32LE(at + 0x28),
+    };
   });
   const dynamic = sections.find((s) => s.type === SHT_DYNAMIC);
   if (!dynamic) return { needed: [], searchPaths: [] };
@@ -74,7 +79,10 @@ function linkedBeside(file: string): string[] {
   const origin = dirname(file);
   const elf = readElfDynamic(file);
   if (elf) {
-    const dirs = [origin, ...elf.searchPaths.filter((p) => p.startsWith("$ORIGIN")).map((p) => resolve(origin, p.replace(/^\$ORIGIN\/?/, "./")))];
+    const dirs = [
+      origin,
+      ...elf.searchPaths.filter((p) => p.startsWith("$ORIGIN")).map((p) => resolve(origin, p.replace(/^\$ORIGIN\/?/, "./"))),
+    ];
     return elf.needed.flatMap((name) => dirs.map((d) => join(d, name)).find(isFile) ?? []);
   }
   const macho = readMachODylibs(file);
@@ -82,7 +90,9 @@ function linkedBeside(file: string): string[] {
   const local = (p: string) => (p.startsWith("@loader_path") ? resolve(origin, p.replace(/^@loader_path\/?/, "./")) : null);
   const rpaths = macho.rpaths.map(local).filter((p): p is string => p !== null);
   return macho.needed.flatMap((name) => {
-    const candidates = name.startsWith("@rpath/") ? rpaths.map((d) => join(d, name.slice("@rpath/".length))) : [local(name)].filter((p): p is string => p !== null);
+    const candidates = name.startsWith("@rpath/")
+      ? rpaths.map((d) => join(d, name.slice("@rpath/".length)))
+      : [local(name)].filter((p): p is string => p !== null);
     return candidates.find(isFile) ?? [];
   });
 }

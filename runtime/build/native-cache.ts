@@ -154,8 +154,12 @@ export class NativeCache {
       try {
         const chosen = openFallback(this.env);
         const root = extractInto(this.manifest, chosen.dir);
-        const using = chosen.refused ? `${fallback} is not safe to use (${chosen.refused}), so using ${chosen.dir} for this process only` : `using ${fallback}`;
-        this.warn(`native cache ${dir} is not usable (${reason}); ${using}. Set ${setting === "SPOOL_CACHE_DIR" ? "SPOOL_CACHE_DIR" : "SPOOL_CACHE_DIR (or XDG_CACHE_HOME)"} to a writable directory that allows executing files.`);
+        const using = chosen.refused
+          ? `${fallback} is not safe to use (${chosen.refused}), so using ${chosen.dir} for this process only`
+          : `using ${fallback}`;
+        this.warn(
+          `native cache ${dir} is not usable (${reason}); ${using}. Set ${setting === "SPOOL_CACHE_DIR" ? "SPOOL_CACHE_DIR" : "SPOOL_CACHE_DIR (or XDG_CACHE_HOME)"} to a writable directory that allows executing files.`,
+        );
         return root;
       } catch (second) {
         throw new NativeCacheError(
@@ -210,7 +214,8 @@ function writeEntry(dir: string, manifest: NativeManifest): void {
     const target = join(dir, ...file.path.split("/"));
     mkdirSync(dirname(target), { recursive: true });
     const bytes = readFileSync(file.source);
-    if (bytes.length !== file.size) throw new NativeCacheError(`embedded ${file.path} has ${bytes.length} bytes, expected ${file.size}; the binary is damaged`);
+    if (bytes.length !== file.size)
+      throw new NativeCacheError(`embedded ${file.path} has ${bytes.length} bytes, expected ${file.size}; the binary is damaged`);
     // No fsync: it costs the first start more than the whole extraction on a busy disk, and an
     // entry damaged by a power loss is caught when its addon fails to load (see loadAddon).
     writeFileSync(target, bytes, { mode: 0o755 });

@@ -17,7 +17,11 @@ function llamaPlatform(target: Target): string {
 }
 
 /** Our name for a platform another package names its own way (node-llama-cpp's `mac-arm64-metal` is `darwin-arm64`). */
-const platformName = (name: string) => name.replace(/^mac-/, "darwin-").replace(/-metal$/, "").replace(/^win-/, "win32-");
+const platformName = (name: string) =>
+  name
+    .replace(/^mac-/, "darwin-")
+    .replace(/-metal$/, "")
+    .replace(/^win-/, "win32-");
 
 /**
  * Packages published once per platform, which their owner imports by name: the ones a target
@@ -110,7 +114,9 @@ export function checkGpuParts(gpu: GpuKind, target: Target, used: Set<string>, r
     const root = resolvePackage(name);
     if (!root || !existsSync(join(root, "bins"))) {
       const version = publishedPlatforms(owner)[name];
-      throw new EmbedError(`node-llama-cpp's ${gpu} build (${name}) is not installed. Install it with:\n  npm install --no-save ${name}@${version}`);
+      throw new EmbedError(
+        `node-llama-cpp's ${gpu} build (${name}) is not installed. Install it with:\n  npm install --no-save ${name}@${version}`,
+      );
     }
   }
 }

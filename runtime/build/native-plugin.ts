@@ -3,7 +3,17 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { filePlatform } from "./binary-format.ts";
 import { addonClosure } from "./library-deps.ts";
-import { checkGpuParts, checkPublished, EmbedError, packageDataFiles, platformPackageOwner, platformPackages, publishedPlatforms, readsOwnFiles, type GpuKind } from "./native-packages.ts";
+import {
+  checkGpuParts,
+  checkPublished,
+  EmbedError,
+  packageDataFiles,
+  platformPackageOwner,
+  platformPackages,
+  publishedPlatforms,
+  readsOwnFiles,
+  type GpuKind,
+} from "./native-packages.ts";
 import { bundleCreatedRequires, guardDynamicRequires } from "./require-rewrites.ts";
 import { fetchPlatformPackage } from "./target-packages.ts";
 import type { Target } from "./targets.ts";
@@ -153,13 +163,17 @@ export function nativePlugin(options: {
         contents: `throw new Error(${JSON.stringify(`${basename(args.path)} is for another platform than ${options.target.name}; it is not in this binary`)});\n`,
         loader: "js",
       }));
-      build.onLoad({ filter: /.*/, namespace: "spool-native-file" }, (args) => ({ contents: readFileSync(args.path.replace(/\.embedded$/, "")), loader: "file" }));
+      build.onLoad({ filter: /.*/, namespace: "spool-native-file" }, (args) => ({
+        contents: readFileSync(args.path.replace(/\.embedded$/, "")),
+        loader: "file",
+      }));
       // Optional platform packages (node-llama-cpp's for other systems) are imported by name and
       // caught when missing: one not installed becomes a module that fails the same way at run time.
       build.onResolve({ filter: /^[@\w]/ }, (args) => {
         if (args.kind !== "dynamic-import") return undefined;
         const from = args.resolveDir || dirname(args.importer);
-        if (resolvable(args.path, from)) return otherPlatform(Bun.resolveSync(args.path, from)) ? { path: args.path, namespace: "spool-missing" } : undefined;
+        if (resolvable(args.path, from))
+          return otherPlatform(Bun.resolveSync(args.path, from)) ? { path: args.path, namespace: "spool-missing" } : undefined;
         const got = fetched(args.path, args.importer);
         if (got) return { path: got };
         return { path: args.path, namespace: "spool-missing" };
@@ -172,7 +186,9 @@ export function nativePlugin(options: {
         const who = packageOf(args.importer)?.name ?? args.importer;
         if (!unembedded.has(who)) {
           unembedded.add(who);
-          options.onWarning?.(`${who} finds its native addon at run time through ${args.path}; a single-file build cannot embed it, so the binary uses the package's fallback if it has one, or fails where it loads it`);
+          options.onWarning?.(
+            `${who} finds its native addon at run time through ${args.path}; a single-file build cannot embed it, so the binary uses the package's fallback if it has one, or fails where it loads it`,
+          );
         }
         return undefined;
       });
@@ -213,7 +229,11 @@ function resolvable(spec: string, dir: string): boolean {
   }
 }
 
-function collect(addons: Map<string, string>, packages: Map<string, string>, options: { projectRoot: string; target: Target; gpu?: GpuKind }): NativeParts {
+function collect(
+  addons: Map<string, string>,
+  packages: Map<string, string>,
+  options: { projectRoot: string; target: Target; gpu?: GpuKind },
+): NativeParts {
   for (const owner of ["sharp", "node-llama-cpp"]) {
     const root = packages.get(owner);
     if (root) checkPublished(owner, root, platformPackages(owner, options.target, undefined)[0]!, options.target, undefined);
@@ -235,7 +255,8 @@ function collect(addons: Map<string, string>, packages: Map<string, string>, opt
     const globs = packageDataFiles(name, options.gpu, options.target);
     for (const pattern of globs ?? []) {
       const hits = [...new Bun.Glob(pattern).scanSync({ cwd: root, onlyFiles: true })];
-      if (hits.length === 0 && pattern.startsWith("bins")) throw new EmbedError(`${name} has no ${pattern} under ${root}; reinstall it (npm install) to embed its binaries`);
+      if (hits.length === 0 && pattern.startsWith("bins"))
+        throw new EmbedError(`${name} has no ${pattern} under ${root}; reinstall it (npm install) to embed its binaries`);
       for (const hit of hits) add(join(root, hit));
     }
   }
@@ -245,7 +266,9 @@ function collect(addons: Map<string, string>, packages: Map<string, string>, opt
     const bytes = readFileSync(source);
     if (!forTarget(source, options.target)) {
       const platform = filePlatform(source)!;
-      throw new EmbedError(`${path} is a ${platform.os}-${platform.arch} file, not ${options.target.name}: the build would embed another platform's library`);
+      throw new EmbedError(
+        `${path} is a ${platform.os}-${platform.arch} file, not ${options.target.name}: the build would embed another platform's library`,
+      );
     }
     hasher.update(`${path}\0${bytes.length}\0`);
     hasher.update(bytes);
@@ -270,6 +293,8 @@ export function missingPrebuilt(spec: string, from: string, target: Target): str
   if (at < 0 || !spec.startsWith(".")) return null;
   const parent = resolve(from, spec.slice(0, at));
   const file = spec.slice(at + target.os.length + target.arch.length + 3);
-  const found = [...new Bun.Glob(`*/*/${file}`).scanSync({ cwd: parent, onlyFiles: true })].map((p) => p.split("/").slice(0, 2).join("-")).sort();
+  const found = [...new Bun.Glob(`*/*/${file}`).scanSync({ cwd: parent, onlyFiles: true })]
+    .map((p) => p.split("/").slice(0, 2).join("-"))
+    .sort();
   return `has no prebuilt for ${target.name} (no ${join(parent, target.os, target.arch, file)}); it has prebuilts for: ${found.join(", ") || "no platform"}`;
 }

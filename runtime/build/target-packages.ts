@@ -28,7 +28,10 @@ export function fetchPlatformPackage(
   const modules = join(final, "node_modules");
   if (existsSync(join(modules, name, "package.json"))) return modules;
   const npm = Bun.which("npm", { PATH: env.PATH ?? "" });
-  if (!npm) throw new EmbedError(`${name}@${version} (the ${target.name} prebuilt) is not installed, and fetching it needs npm, which is not on PATH`);
+  if (!npm)
+    throw new EmbedError(
+      `${name}@${version} (the ${target.name} prebuilt) is not installed, and fetching it needs npm, which is not on PATH`,
+    );
   options.log?.(`fetching ${name}@${version} for ${target.name} from the npm registry into ${base}`);
   mkdirSync(base, { recursive: true });
   const tmp = mkdtempSync(join(base, ".fetch-"));
@@ -36,12 +39,33 @@ export function fetchPlatformPackage(
     const platform = ["--os", target.os, "--cpu", target.arch, ...(target.os === "linux" ? ["--libc", "glibc"] : [])];
     // --force: npm refuses a package whose os/cpu is not this machine's, which is the point here.
     const r = Bun.spawnSync(
-      [npm, "install", "--prefix", tmp, "--no-save", "--no-package-lock", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error", "--force", ...platform, `${name}@${version}`],
+      [
+        npm,
+        "install",
+        "--prefix",
+        tmp,
+        "--no-save",
+        "--no-package-lock",
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--force",
+        ...platform,
+        `${name}@${version}`,
+      ],
       { env: { ...env, npm_config_update_notifier: "false" }, stdin: "ignore", stdout: "pipe", stderr: "pipe" },
     );
     if (r.exitCode !== 0 || !existsSync(join(tmp, "node_modules", name, "package.json"))) {
-      const said = (r.stderr.toString() + r.stdout.toString()).trim().split("\n").filter((l) => !l.includes("using --force")).slice(-6).join("\n");
-      throw new EmbedError(`could not fetch ${name}@${version} (the ${target.name} prebuilt) from the npm registry (npm exit ${r.exitCode}):\n${said}`);
+      const said = (r.stderr.toString() + r.stdout.toString())
+        .trim()
+        .split("\n")
+        .filter((l) => !l.includes("using --force"))
+        .slice(-6)
+        .join("\n");
+      throw new EmbedError(
+        `could not fetch ${name}@${version} (the ${target.name} prebuilt) from the npm registry (npm exit ${r.exitCode}):\n${said}`,
+      );
     }
     try {
       renameSync(tmp, final);

@@ -27,7 +27,8 @@ export function parseTarget(name: string): Target {
 /** This machine as a target; a TargetError where Spool builds for no such platform (Windows, 32-bit). */
 export function hostTarget(): Target {
   const name = `${process.platform}-${process.arch}`;
-  if (!(TARGET_NAMES as readonly string[]).includes(name)) throw new TargetError(`spool build makes no binaries for this machine (${name}): pass --target, one of ${TARGET_NAMES.join(", ")}`);
+  if (!(TARGET_NAMES as readonly string[]).includes(name))
+    throw new TargetError(`spool build makes no binaries for this machine (${name}): pass --target, one of ${TARGET_NAMES.join(", ")}`);
   return parseTarget(name);
 }
 
@@ -38,4 +39,5 @@ export const isHost = (target: Target): boolean => target.os === process.platfor
 export const bunTarget = (target: Target): Bun.Build.CompileTarget => `bun-${target.os}-${target.arch}` as Bun.Build.CompileTarget;
 
 /** Bun.build's compile target: none for this machine (Bun's own runtime), else the target's runtime. */
-export const compileTarget = (target: Target): { target?: Bun.Build.CompileTarget } => (isHost(target) ? {} : { target: bunTarget(target) });
+export const compileTarget = (target: Target): { target?: Bun.Build.CompileTarget } =>
+  isHost(target) ? {} : { target: bunTarget(target) };

@@ -52,7 +52,9 @@ export async function buildCommand(positionals: string[], values: BuildFlags): P
     return buildServer(resolve(values.outfile ?? "spool"), platform);
   }
   if (!target) {
-    console.error("usage: spool build <handler.ts> [--outfile PATH] [--target PLATFORM] [--gpu cuda|vulkan]\n       spool build --server [--target PLATFORM] [--outfile PATH]");
+    console.error(
+      "usage: spool build <handler.ts> [--outfile PATH] [--target PLATFORM] [--gpu cuda|vulkan]\n       spool build --server [--target PLATFORM] [--outfile PATH]",
+    );
     return 2;
   }
   if (values.gpu !== undefined && !GPUS.includes(values.gpu as GpuKind)) {

@@ -4,7 +4,6 @@ import { compileTarget, type Target } from "../build/targets.ts";
 
 const CLI = resolve(import.meta.dir, "../cli.ts");
 
-
 /** Where a build writes before its binary is renamed into place (a failed build leaves an earlier one as it was). */
 export const partialPath = (outfile: string) => join(dirname(outfile), `.${basename(outfile)}.partial-${process.pid}`);
 
@@ -33,6 +32,8 @@ export async function buildServer(outfile: string, platform: Target): Promise<nu
   } finally {
     rmSync(partial, { force: true });
   }
-  console.log(`built ${outfile} for ${platform.name} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`);
+  console.log(
+    `built ${outfile} for ${platform.name} (${(statSync(outfile).size / 1e6).toFixed(1)} MB); run it as: ${outfile} serve --config FILE`,
+  );
   return 0;
 }

@@ -26,11 +26,21 @@ export function cliReference(): string {
     "`serve` and `dev` keep running, and exit 0 when stopped with SIGINT or SIGTERM (`serve` after its workers drain; a second signal exits 1 at once).",
   ];
   for (const spec of COMMANDS) {
-    lines.push("", `## spool ${spec.name}`, "", `${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.`, "", "```text", usageLine(spec), "```");
+    lines.push(
+      "",
+      `## spool ${spec.name}`,
+      "",
+      `${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.`,
+      "",
+      "```text",
+      usageLine(spec),
+      "```",
+    );
     const options = Object.entries(spec.options);
     if (options.length > 0) {
       lines.push("", "| option | what it does |", "|---|---|");
-      for (const [name, o] of options) lines.push(`| \`--${name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}\` | ${cell(o.description)} |`);
+      for (const [name, o] of options)
+        lines.push(`| \`--${name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}\` | ${cell(o.description)} |`);
     }
     if (spec.notes?.length) lines.push("", ...spec.notes.map((n) => `- ${n}`));
   }

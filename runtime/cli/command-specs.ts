@@ -28,7 +28,11 @@ const config: OptionSpec = { type: "string", value: "FILE", description: "a conf
 const store: OptionSpec = { type: "string", value: "URL", description: "a store URL (redis://HOST:PORT) instead of the embedded store" };
 
 const WORKER_OPTIONS: { [K in keyof typeof WORKER_FLAGS]: OptionSpec } = {
-  url: { type: "string", value: "URL", description: "the queue server (or RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT)" },
+  url: {
+    type: "string",
+    value: "URL",
+    description: "the queue server (or RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT)",
+  },
   endpoint: { type: "string", value: "ID", description: "the endpoint whose jobs this worker takes" },
   "api-key": { type: "string", value: "KEY", description: "a worker (or full) key (or SPOOL_API_KEY, RUNPOD_AI_API_KEY)" },
   "worker-id": { type: "string", value: "ID", description: "this worker's id (or RUNPOD_POD_ID; a random one when left out)" },
@@ -41,7 +45,10 @@ export const EXIT_CODES: Array<[number, string]> = [
   [0, "done"],
   [1, "failed (the reason on stderr): a build, a job run locally, a key not found"],
   [2, "bad usage: unknown command or option, bad value, bad config file"],
-  [EXIT_START_PERMANENT, "a worker cannot start for good: its handler does not load, its options fail their schema, or setup() threw PermanentStartError"],
+  [
+    EXIT_START_PERMANENT,
+    "a worker cannot start for good: its handler does not load, its options fail their schema, or setup() threw PermanentStartError",
+  ],
 ];
 const EXIT_LINE = `exit codes: ${EXIT_CODES.map(([code, meaning]) => `${code} ${meaning.split(":")[0]}`).join(", ")}`;
 
@@ -50,31 +57,46 @@ export const COMMANDS: CommandSpec[] = [
   {
     name: "init",
     args: "[DIR]",
-    summary: "scaffold a handler project in DIR (default: this folder): package.json with dev, test and build scripts, a handler and its test, spool.toml",
+    summary:
+      "scaffold a handler project in DIR (default: this folder): package.json with dev, test and build scripts, a handler and its test, spool.toml",
     options: {
-      spool: { type: "string", value: "SPEC", description: "where the project gets Spool from: a version range, or the path of a folder or .tgz (default: this Spool's version)" },
+      spool: {
+        type: "string",
+        value: "SPEC",
+        description: "where the project gets Spool from: a version range, or the path of a folder or .tgz (default: this Spool's version)",
+      },
     },
     notes: ["never overwrites a file that is there"],
   },
   {
     name: "serve",
     summary: "run the queue server (embedded store, or Redis)",
-    options: { port: { type: "string", value: "N", description: "the port to listen on (default 8080; 0 picks a free one)" }, data, config, store },
-    notes: ["runs until SIGINT or SIGTERM, then waits for its workers to drain (a second signal exits at once, code 1); the first start with no keys creates one and prints it once"],
+    options: {
+      port: { type: "string", value: "N", description: "the port to listen on (default 8080; 0 picks a free one)" },
+      data,
+      config,
+      store,
+    },
+    notes: [
+      "runs until SIGINT or SIGTERM, then waits for its workers to drain (a second signal exits at once, code 1); the first start with no keys creates one and prints it once",
+    ],
   },
   {
     name: "keys",
     args: "create|list|revoke [ID|NAME]",
     summary: "make, list and revoke API keys",
     options: {
-      name: { type: "string", value: "NAME", description: "create: the key's name (default \"default\")" },
+      name: { type: "string", value: "NAME", description: 'create: the key\'s name (default "default")' },
       scope: { type: "string", value: "SCOPE", description: "create: full, client, worker or read-only (default full)" },
       endpoints: { type: "string", value: "A,B", description: "create: the endpoints the key may reach (default all)" },
       data,
       config,
       store,
     },
-    notes: ["create prints the key as its last line, once; list shows ids and names, never keys", "revoke exits 1 when no active key has that id or name"],
+    notes: [
+      "create prints the key as its last line, once; list shows ids and names, never keys",
+      "revoke exits 1 when no active key has that id or name",
+    ],
   },
   { name: "usage", summary: "jobs and cost per API key and endpoint", options: { data, config, store } },
   {
@@ -106,8 +128,16 @@ export const COMMANDS: CommandSpec[] = [
     args: "<handler.ts>",
     summary: "compile a handler into one worker executable, for this machine or another",
     options: {
-      outfile: { type: "string", value: "PATH", description: "where the executable goes (default the handler's name; `spool` with --server)" },
-      target: { type: "string", value: "PLATFORM", description: `the platform it runs on: ${TARGET_NAMES.join(", ")} (default this machine)` },
+      outfile: {
+        type: "string",
+        value: "PATH",
+        description: "where the executable goes (default the handler's name; `spool` with --server)",
+      },
+      target: {
+        type: "string",
+        value: "PLATFORM",
+        description: `the platform it runs on: ${TARGET_NAMES.join(", ")} (default this machine)`,
+      },
       gpu: { type: "string", value: "KIND", description: "also embed a GPU build of the native parts: cuda or vulkan" },
       server: { type: "boolean", description: "build the spool command and server instead of a worker (no handler)" },
     },
@@ -165,5 +195,8 @@ export function generalHelp(version: string): string {
 /** Parses a command's arguments with its spec (unknown options throw ERR_PARSE_ARGS_*, which exit 2). */
 export function parseCommand(spec: CommandSpec, args: string[]) {
   const options = Object.fromEntries(Object.entries(spec.options).map(([name, o]) => [name, { type: o.type }]));
-  return parseArgs({ args, options, allowPositionals: true, strict: true }) as { values: Record<string, string | boolean | undefined>; positionals: string[] };
+  return parseArgs({ args, options, allowPositionals: true, strict: true }) as {
+    values: Record<string, string | boolean | undefined>;
+    positionals: string[];
+  };
 }

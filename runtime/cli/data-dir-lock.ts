@@ -16,7 +16,10 @@ const PID_FILE = "serve.pid";
 export function lockDataDir(dir: string): { release(): void } {
   mkdirSync(dir, { recursive: true });
   const lock = tryFileLock(join(dir, LOCK_FILE));
-  if (!lock) throw new ConfigError(`data directory ${dir} is in use by another spool serve (pid ${holderPid(dir)}): stop it, or give this one its own --data`);
+  if (!lock)
+    throw new ConfigError(
+      `data directory ${dir} is in use by another spool serve (pid ${holderPid(dir)}): stop it, or give this one its own --data`,
+    );
   writeFileSync(join(dir, PID_FILE), `${process.pid}\n`);
   return lock;
 }

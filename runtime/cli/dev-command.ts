@@ -20,7 +20,11 @@ export async function devCommand(positionals: string[], values: { port?: string;
     return 2;
   }
   await loadHandler(target);
-  const endpoint = values.endpoint ?? basename(target).replace(/\.[^.]+$/, "").replace(/[^A-Za-z0-9_-]/g, "-");
+  const endpoint =
+    values.endpoint ??
+    basename(target)
+      .replace(/\.[^.]+$/, "")
+      .replace(/[^A-Za-z0-9_-]/g, "-");
   const config = await loadConfig();
   // An absolute path: the server imports it for its input schema (400 at submission, the dashboard form).
   config.endpoints = { [endpoint]: { ...config.endpoints.echo!, handler: resolve(target) } };
@@ -30,10 +34,9 @@ export async function devCommand(positionals: string[], values: { port?: string;
   // dev keeps one key of its own so that the worker and the user share it across restarts.
   const { key } = await createKey(store, `dev-${systemClock.now()}`, systemClock.now());
   const server = startServer({ config, store, log: stderrLog });
-  const worker = Bun.spawn(
-    selfCommand(["worker", target, "--url", server.url, "--endpoint", endpoint, "--api-key", key]),
-    { stdio: ["ignore", "inherit", "inherit"] },
-  );
+  const worker = Bun.spawn(selfCommand(["worker", target, "--url", server.url, "--endpoint", endpoint, "--api-key", key]), {
+    stdio: ["ignore", "inherit", "inherit"],
+  });
   console.log(`Spool dev: ${server.url}/v2/${endpoint} with a worker for ${target}; dashboard: ${server.url}/dashboard`);
   console.log(`API key for this dev server:\n${key}`);
   const stop = async () => {

@@ -13,7 +13,11 @@ interface Library {
 
 const LIBRARIES: Library[] = [
   { name: "libcuda.so.1", symbol: "cuInit", neededBy: "every CUDA path (the NVIDIA driver)" },
-  { name: "libcudart.so.12", symbol: "cudaGetDeviceCount", neededBy: "image on cuda (onnxruntime CUDA 12); text on cuda via the CUDA 12 fallback" },
+  {
+    name: "libcudart.so.12",
+    symbol: "cudaGetDeviceCount",
+    neededBy: "image on cuda (onnxruntime CUDA 12); text on cuda via the CUDA 12 fallback",
+  },
   { name: "libcublas.so.12", symbol: "cublasCreate_v2", neededBy: "image on cuda; text on cuda via the CUDA 12 fallback" },
   { name: "libcublasLt.so.12", symbol: "cublasLtCreate", neededBy: "image on cuda" },
   { name: "libcurand.so.10", symbol: "curandCreateGenerator", neededBy: "image on cuda" },
@@ -30,7 +34,8 @@ export const INSTALL_HINTS = {
     "ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node   (downloads onnxruntime's CUDA 12 provider from NuGet into node_modules/onnxruntime-node/bin; the env var overrides this project's .npmrc skip)",
   cudaRuntime:
     "the CUDA 12 runtime, cuBLAS, cuRAND, cuFFT and cuDNN 9, e.g. the nvidia/cuda:12.x-cudnn-runtime-ubuntu24.04 container image, or apt: cuda-libraries-12-x libcudnn9-cuda-12",
-  cuda13: "for the text handler's CUDA 13 prebuilt: the CUDA 13 runtime and cuBLAS (cuda-libraries-13-x); without them node-llama-cpp falls back to its CUDA 12 build",
+  cuda13:
+    "for the text handler's CUDA 13 prebuilt: the CUDA 13 runtime and cuBLAS (cuda-libraries-13-x); without them node-llama-cpp falls back to its CUDA 12 build",
   vulkan: "libvulkan1 and the GPU driver's Vulkan ICD (apt: libvulkan1 mesa-vulkan-drivers, or the NVIDIA driver's)",
 };
 
@@ -63,8 +68,15 @@ export async function doctorCommand(): Promise<number> {
   const hints = new Set<string>();
   try {
     const ort = (await loadAtRun("onnxruntime-node")) as typeof import("onnxruntime-node");
-    const { checkDevice } = (await loadAtRun(new URL("../../handlers/image/device.ts", import.meta.url).href)) as typeof import("../../handlers/image/device.ts");
-    const ortBin = join(dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")), "bin/napi-v6", `${process.platform}`, process.arch);
+    const { checkDevice } = (await loadAtRun(
+      new URL("../../handlers/image/device.ts", import.meta.url).href,
+    )) as typeof import("../../handlers/image/device.ts");
+    const ortBin = join(
+      dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")),
+      "bin/napi-v6",
+      `${process.platform}`,
+      process.arch,
+    );
     const cudaProvider = existsSync(join(ortBin, "libonnxruntime_providers_cuda.so"));
     for (const device of ["cpu", "cuda", "webgpu"] as const) {
       if (device === "cuda" && !cudaProvider) {
@@ -72,10 +84,18 @@ export async function doctorCommand(): Promise<number> {
         hints.add(INSTALL_HINTS.ortCuda);
         continue;
       }
-      const why = await checkDevice(device).then(() => "", (e: Error) => e.message.split(";")[0]!.slice(0, 200));
+      const why = await checkDevice(device).then(
+        () => "",
+        (e: Error) => e.message.split(";")[0]!.slice(0, 200),
+      );
       lines.push(why ? no(`${device.padEnd(7)} ${why}`) : ok(`${device.padEnd(7)} runs a test graph`));
     }
-    lines.push(`        onnxruntime-node ${ort.env.versions?.common ?? ""} backends: ${ort.listSupportedBackends().map((b) => b.name).join(", ")}`);
+    lines.push(
+      `        onnxruntime-node ${ort.env.versions?.common ?? ""} backends: ${ort
+        .listSupportedBackends()
+        .map((b) => b.name)
+        .join(", ")}`,
+    );
   } catch (err) {
     lines.push(no(`onnxruntime-node does not load here: ${(err as Error).message.split("\n")[0]}${NOT_IN_BUILD}`));
   }
@@ -88,7 +108,11 @@ export async function doctorCommand(): Promise<number> {
     const prebuilt = ["linux-x64-cuda", "linux-x64-cuda-ext", "linux-x64-vulkan"].filter((p) => packageInstalled(`@node-llama-cpp/${p}`));
     lines.push(ok("cpu     always"));
     for (const gpu of ["cuda", "vulkan"] as const) {
-      lines.push((supported.includes(gpu) ? ok : no)(`${gpu.padEnd(7)} ${supported.includes(gpu) ? "libraries found" : "its libraries are not all on this machine"}`));
+      lines.push(
+        (supported.includes(gpu) ? ok : no)(
+          `${gpu.padEnd(7)} ${supported.includes(gpu) ? "libraries found" : "its libraries are not all on this machine"}`,
+        ),
+      );
     }
     lines.push(`        prebuilt binaries installed: ${prebuilt.join(", ") || "none"}`);
     if (!supported.includes("cuda")) hints.add(INSTALL_HINTS.cuda13);
@@ -97,7 +121,10 @@ export async function doctorCommand(): Promise<number> {
     lines.push(no(`node-llama-cpp does not load here: ${(err as Error).message.split("\n")[0]}${NOT_IN_BUILD}`));
   }
 
-  lines.push("", "Needed for GPUs: image on cuda = NVIDIA driver + CUDA 12 + cuDNN 9 + onnxruntime's CUDA provider; text on cuda = CUDA 13 runtime + cuBLAS 13 (or CUDA 12 with the cuda-ext fallback).");
+  lines.push(
+    "",
+    "Needed for GPUs: image on cuda = NVIDIA driver + CUDA 12 + cuDNN 9 + onnxruntime's CUDA provider; text on cuda = CUDA 13 runtime + cuBLAS 13 (or CUDA 12 with the cuda-ext fallback).",
+  );
   if (hints.size) lines.push("", "To add what is missing:", ...[...hints].map((h) => `  ${h}`));
   console.log(lines.join("\n"));
   return 0;
@@ -113,10 +140,17 @@ function devices(): string[] {
     return [no(`nvidia-smi found but lists no GPU: ${r.stderr.toString().trim().slice(0, 200)}`)];
   }
   const out: string[] = [];
-  if (existsSync("/proc/driver/nvidia/version")) out.push(ok(`NVIDIA driver: ${readFileSync("/proc/driver/nvidia/version", "utf8").split("\n")[0]}`));
+  if (existsSync("/proc/driver/nvidia/version"))
+    out.push(ok(`NVIDIA driver: ${readFileSync("/proc/driver/nvidia/version", "utf8").split("\n")[0]}`));
   else out.push(no("no NVIDIA GPU or driver seen (no nvidia-smi, no /proc/driver/nvidia)"));
   const render = existsSync("/dev/dri") ? readdirSync("/dev/dri").filter((f) => f.startsWith("renderD")) : [];
-  out.push((render.length ? ok : no)(render.length ? `GPU render nodes: ${render.map((r) => `/dev/dri/${r}`).join(", ")}` : "no GPU render node (/dev/dri/renderD*) for Vulkan"));
+  out.push(
+    (render.length ? ok : no)(
+      render.length
+        ? `GPU render nodes: ${render.map((r) => `/dev/dri/${r}`).join(", ")}`
+        : "no GPU render node (/dev/dri/renderD*) for Vulkan",
+    ),
+  );
   return out;
 }
 

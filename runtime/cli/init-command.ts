@@ -84,7 +84,12 @@ function spoolSpec(spec: string | undefined, version: string, dir: string): stri
 
 /** npm's rules: lower case, no spaces, no leading dot or underscore. */
 function projectName(folder: string): string {
-  return folder.toLowerCase().replace(/[^a-z0-9._-]+/g, "-").replace(/^[._-]+/, "") || "spool-handlers";
+  return (
+    folder
+      .toLowerCase()
+      .replace(/[^a-z0-9._-]+/g, "-")
+      .replace(/^[._-]+/, "") || "spool-handlers"
+  );
 }
 
 function targetName(rel: string): string {

@@ -23,7 +23,10 @@ export async function keysCommand(
           console.error(`--scope must be one of ${KEY_SCOPES.join(", ")}, got ${scope}`);
           return 2;
         }
-        const endpoints = flags.endpoints?.split(",").map((e) => e.trim()).filter(Boolean);
+        const endpoints = flags.endpoints
+          ?.split(",")
+          .map((e) => e.trim())
+          .filter(Boolean);
         const { key, record } = await createKey(store, flags.name ?? "default", systemClock.now(), { scope, endpoints });
         const limits = `${record.scope}${record.endpoints ? `, endpoints ${record.endpoints.join(",")}` : ""}`;
         console.log(`Created key ${record.id} (${record.name}; ${limits}). Store it now; it is not shown again:`);

@@ -31,7 +31,8 @@ export async function serveCommand(flags: { port?: string; data?: string; config
   const server = startServer({ config, store, log: stderrLog });
   console.log(`Spool listening on ${server.url} (store: ${config.server.store ?? config.server.data}); dashboard: ${server.url}/dashboard`);
   for (const id of Object.keys(config.endpoints)) console.log(`  endpoint ${id}: ${server.url}/v2/${id}`);
-  if (config.server.host === "0.0.0.0") console.log(`  host 0.0.0.0: reachable on every address of this machine (server.host = "127.0.0.1" keeps it local)`);
+  if (config.server.host === "0.0.0.0")
+    console.log(`  host 0.0.0.0: reachable on every address of this machine (server.host = "127.0.0.1" keeps it local)`);
 
   let stopping = false;
   const shutdown = async () => {
@@ -42,7 +43,8 @@ export async function serveCommand(flags: { port?: string; data?: string; config
       process.exit(1);
     }
     stopping = true;
-    if (server.scaler.endpoints.length) console.error("spool: stopping; workers drain their jobs first (send the signal again to stop now)");
+    if (server.scaler.endpoints.length)
+      console.error("spool: stopping; workers drain their jobs first (send the signal again to stop now)");
     await server.stop();
     await store.close();
     await stopTracing();
@@ -60,11 +62,15 @@ export async function serveCommand(flags: { port?: string; data?: string; config
 function refuseSourceHandlers(config: Config, configPath: string | undefined): void {
   const built = "build a worker with `spool build <handler.ts> --outfile BINARY` and set the endpoint's handler to the binary";
   if (configPath === undefined) {
-    throw new ConfigError(`a compiled server runs built workers, and the built-in config's endpoints run handlers from source: pass --config FILE (${built}, or leave handler out for workers that connect themselves)`);
+    throw new ConfigError(
+      `a compiled server runs built workers, and the built-in config's endpoints run handlers from source: pass --config FILE (${built}, or leave handler out for workers that connect themselves)`,
+    );
   }
   for (const [id, ep] of Object.entries(config.endpoints)) {
     if (ep.handler && isHandlerSource(ep.handler)) {
-      throw new ConfigError(`${configPath}: endpoint ${id}: a compiled server runs built workers, not handler sources (${ep.handler}): ${built}`);
+      throw new ConfigError(
+        `${configPath}: endpoint ${id}: a compiled server runs built workers, not handler sources (${ep.handler}): ${built}`,
+      );
     }
   }
 }

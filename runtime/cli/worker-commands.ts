@@ -33,5 +33,8 @@ export async function runCommand(positionals: string[], flags: { input?: string 
     return 2;
   }
   const handler = await loadHandler(target);
-  return workerMain(handler, flags.input === undefined ? [] : ["--input", flags.input], [], { ...process.env, RUNPOD_WEBHOOK_GET_JOB: undefined });
+  return workerMain(handler, flags.input === undefined ? [] : ["--input", flags.input], [], {
+    ...process.env,
+    RUNPOD_WEBHOOK_GET_JOB: undefined,
+  });
 }

@@ -60,7 +60,12 @@ export const endpointConfigSchema = z.strictObject({
    * then is ended and counts as a failed start. Set at config load when absent (withFleetDefaults):
    * 600000 for a model endpoint (its setup loads weights, which takes minutes), else 120000.
    */
-  startTimeoutMs: z.number().int().min(1).max(24 * 3600_000).optional(),
+  startTimeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 3600_000)
+    .optional(),
   /** Consecutive failed worker starts (exit before ready) after which onStartFailure applies. @default 5 */
   startFailureLimit: z.number().int().min(1).default(5),
   /**
@@ -102,11 +107,16 @@ export const endpointConfigSchema = z.strictObject({
    * Environment variables for the endpoint's workers (a model hub token, a region), on top of the
    * short list of the server's own that workers get. @default {}
    */
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are letters, digits and _, not starting with a digit"), z.string()).default({}),
+  env: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are letters, digits and _, not starting with a digit"), z.string())
+    .default({}),
   rateLimits: rateLimitsSchema,
 });
 /** An endpoint's settings once loaded: workersMax and startTimeoutMs are always set. */
-export type EndpointConfig = Omit<z.infer<typeof endpointConfigSchema>, "workersMax" | "startTimeoutMs"> & { workersMax: number; startTimeoutMs: number };
+export type EndpointConfig = Omit<z.infer<typeof endpointConfigSchema>, "workersMax" | "startTimeoutMs"> & {
+  workersMax: number;
+  startTimeoutMs: number;
+};
 
 /** Server-wide settings; the intervals exist so tests and operators can shorten them. */
 export const serverConfigSchema = z.strictObject({
@@ -138,7 +148,12 @@ export const serverConfigSchema = z.strictObject({
    * Most bytes of log lines kept per job (GET /logs): past it one line says the log was cut and
    * later lines are not kept. @default 1048576
    */
-  logMaxBytes: z.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  logMaxBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 * 1024)
+    .default(1024 * 1024),
   /** How often an SSE response with nothing to send writes a comment line, so proxies keep it open. @default 15000 */
   sseKeepAliveMs: z.number().int().min(1).default(15_000),
   /** A worker silent for this long is lost: its jobs are re-queued once, then FAILED. @default 60000 */
@@ -167,14 +182,22 @@ export const serverConfigSchema = z.strictObject({
   /** Peers (IPs, CIDRs) whose X-Forwarded-Host and X-Forwarded-Proto are believed. @default [] */
   trustedProxies: trustedProxiesSchema,
   /** How long an Idempotency-Key names the job it made, whatever that job's retention. @default 86400000 */
-  idempotencyTtlMs: z.number().int().min(1).default(24 * 3600_000),
+  idempotencyTtlMs: z
+    .number()
+    .int()
+    .min(1)
+    .default(24 * 3600_000),
   /**
    * A bucket for files workers upload for jobs without their own s3Config (instead of the data
    * directory): needed when several servers share a store.
    */
   files: s3ConfigSchema.optional(),
   /** How long signed URLs of uploaded files work (and files are kept). @default 604800000 */
-  fileUrlTtlMs: z.number().int().min(1).default(7 * 24 * 3600_000),
+  fileUrlTtlMs: z
+    .number()
+    .int()
+    .min(1)
+    .default(7 * 24 * 3600_000),
   /** The window of the per-operation rate limits. @default 10000 */
   rateWindowMs: z.number().int().min(1).default(10_000),
   /** Wait between webhook attempts (3 in all). @default 10000 */
@@ -192,7 +215,10 @@ export const serverConfigSchema = z.strictObject({
    */
   webhookAllow: z.array(z.string().min(1)).default([]),
   /** Standard Webhooks signing secret (whsec_...); generated under the data dir when unset. */
-  webhookSecret: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64").optional(),
+  webhookSecret: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/=]{16,}$/, "must be whsec_ followed by base64")
+    .optional(),
   /** How long a finished asynchronous job's result stays. @default 1800000 */
   asyncRetentionMs: z.number().int().min(0).default(LIMITS.asyncRetention),
   /** Serve /metrics without a key (e.g. to a Prometheus on a private network). @default false */
@@ -233,7 +259,10 @@ export type Config = Omit<z.infer<typeof configSchema>, "server" | "endpoints"> 
 export type ConfigInput = z.input<typeof configSchema>;
 
 /** Whether Spool starts the endpoint's workers itself (local processes from its handler). */
-export function startsWorkers(config: { server: Pick<Config["server"], "provider"> }, endpoint: Pick<EndpointConfig, "handler" | "provider">): boolean {
+export function startsWorkers(
+  config: { server: Pick<Config["server"], "provider"> },
+  endpoint: Pick<EndpointConfig, "handler" | "provider">,
+): boolean {
   return endpoint.handler !== undefined && (endpoint.provider ?? config.server.provider) === "local";
 }
 
@@ -282,8 +311,14 @@ function withFleetDefaults(parsed: z.infer<typeof configSchema>, source: string,
     const need = gpuNeed(ep);
     if (gpuCapacity(gpus, need) > 0) continue;
     const what = `each worker needs ${need.gpus} GPU${need.gpus > 1 ? "s" : ""}${need.memoryMb ? ` with ${need.memoryMb} MiB free` : ""}${ep.gpusPerWorker === undefined ? ' (options.device = "cuda")' : ""}`;
-    const have = gpus.length ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${gpuLabel(g)} (${g.memoryMb} MiB)` : gpuLabel(g))).join(", ")}` : parsed.server.gpus ? "server.gpus lists none" : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
-    throw new ConfigError(`${source}: endpoints.${id}: ${what}, and ${have}: set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"`);
+    const have = gpus.length
+      ? `the GPUs here are ${gpus.map((g) => (g.memoryMb ? `${gpuLabel(g)} (${g.memoryMb} MiB)` : gpuLabel(g))).join(", ")}`
+      : parsed.server.gpus
+        ? "server.gpus lists none"
+        : "this host has no GPU (nvidia-smi lists none; server.gpus is unset)";
+    throw new ConfigError(
+      `${source}: endpoints.${id}: ${what}, and ${have}: set server.gpus, gpusPerWorker or gpuMemoryMb, or options.device = "cpu"`,
+    );
   }
   const endpoints = parsed.endpoints as Record<string, EndpointConfig>;
   for (const ep of Object.values(endpoints)) {

@@ -79,7 +79,9 @@ export interface GpuNeed {
 /** How many workers with this need the devices hold at once (none fit: 0). */
 export function gpuCapacity(devices: readonly GpuDevice[], need: GpuNeed): number {
   if (need.gpus === 0) return Infinity;
-  const slots = devices.map((d) => (need.memoryMb === undefined ? 1 : d.memoryMb === undefined ? 1 : Math.floor(d.memoryMb / need.memoryMb)));
+  const slots = devices.map((d) =>
+    need.memoryMb === undefined ? 1 : d.memoryMb === undefined ? 1 : Math.floor(d.memoryMb / need.memoryMb),
+  );
   // A worker on n devices takes one slot on each of n different devices: k workers fit when
   // the devices give k*n slots with no device giving more than k. Those k form a range from 0
   // (the slots past k shrink as k grows), so the largest is found by bisection.

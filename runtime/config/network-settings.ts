@@ -44,13 +44,17 @@ export function parseAddressRange(text: string): AddressRange | undefined {
 /** server.allowedHosts: `*`, a name or address, or host:port. */
 export const allowedHostsSchema = z
   .array(
-    z
-      .string()
-      .refine((h) => h === "*" || parseHostEntry(h) !== undefined, { error: (issue) => `"${String(issue.input)}" is not a host name, an address or host:port (an IPv6 address in brackets)` }),
+    z.string().refine((h) => h === "*" || parseHostEntry(h) !== undefined, {
+      error: (issue) => `"${String(issue.input)}" is not a host name, an address or host:port (an IPv6 address in brackets)`,
+    }),
   )
   .default([]);
 
 /** server.trustedProxies: IP addresses and CIDR ranges. */
 export const trustedProxiesSchema = z
-  .array(z.string().refine((r) => parseAddressRange(r) !== undefined, { error: (issue) => `"${String(issue.input)}" is not an IP address or CIDR range (10.0.0.0/8, fd00::/8)` }))
+  .array(
+    z.string().refine((r) => parseAddressRange(r) !== undefined, {
+      error: (issue) => `"${String(issue.input)}" is not an IP address or CIDR range (10.0.0.0/8, fd00::/8)`,
+    }),
+  )
   .default([]);

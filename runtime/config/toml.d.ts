@@ -1,1 +1,4 @@
-declare module "*.toml" { const text: string; export default text; }
+declare module "*.toml" {
+  const text: string;
+  export default text;
+}

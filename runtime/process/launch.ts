@@ -96,4 +96,5 @@ function withParentDeath(command: string[]): string[] {
 }
 
 /** Whether launched workers get the kernel's parent-death signal (else they watch their parent themselves). */
-export const kernelEndsOrphans = (sandboxed: boolean): boolean => sandboxed || (process.platform === "linux" && Bun.which("setpriv") !== null);
+export const kernelEndsOrphans = (sandboxed: boolean): boolean =>
+  sandboxed || (process.platform === "linux" && Bun.which("setpriv") !== null);

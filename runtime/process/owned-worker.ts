@@ -11,7 +11,10 @@ export type StopSource = (signal: AbortSignal) => Promise<string[]>;
 /** Spawn options for a worker process an owner watches: stop lines go in on stdin, the watch channel comes out on fd 3. */
 export const watchedStdio = <E extends "inherit" | "pipe">(stderr: E) => ["pipe", "inherit", stderr, "pipe"] as const;
 /** The environment of a watched worker; `relaysStops`: its owner will take and relay its stop list (OwnerOptions.stopsFor). */
-export const watchEnv = (relaysStops: boolean): Record<string, string | undefined> => ({ [WATCH_FD_ENV]: String(WATCH_FD), [RELAY_STOPS_ENV]: relaysStops ? "1" : undefined });
+export const watchEnv = (relaysStops: boolean): Record<string, string | undefined> => ({
+  [WATCH_FD_ENV]: String(WATCH_FD),
+  [RELAY_STOPS_ENV]: relaysStops ? "1" : undefined,
+});
 
 /** A spawned worker process with its watch channel (fd 3) and a stdin its owner writes to. */
 export interface WatchedProcess extends OwnedProcess {
@@ -119,7 +122,11 @@ export class OwnedWorker {
       const expected = this.options.workerId;
       if (expected !== undefined && msg.workerId !== expected) {
         // Its stops could not be relayed: a process nobody can cancel is not left running.
-        this.options.log.warn("a worker process said hello with a worker id it was not given; ending it", { pid: this.proc.pid, expected, said: msg.workerId });
+        this.options.log.warn("a worker process said hello with a worker id it was not given; ending it", {
+          pid: this.proc.pid,
+          expected,
+          said: msg.workerId,
+        });
         this.proc.kill("SIGKILL");
         return;
       }

@@ -113,7 +113,11 @@ export class JobWatchdog {
   #end(jobId: string, why: string): void {
     if (this.#fired) return;
     this.#fired = true;
-    this.log.error(`a job ${why} and did not end within its grace; terminating its worker process`, { jobId, pid: this.proc.pid, killGraceMs: this.killGraceMs });
+    this.log.error(`a job ${why} and did not end within its grace; terminating its worker process`, {
+      jobId,
+      pid: this.proc.pid,
+      killGraceMs: this.killGraceMs,
+    });
     terminate(this.proc, this.killGraceMs, undefined, this.clock);
   }
 

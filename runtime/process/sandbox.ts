@@ -39,7 +39,10 @@ export function bubblewrapWorks(): boolean {
 export function sandboxMode(setting: SandboxSetting): "bubblewrap" | "none" {
   if (setting === "none") return "none";
   if (setting === "bubblewrap") {
-    if (!bubblewrapWorks()) throw new Error('server.sandbox = "bubblewrap", but bwrap is not installed or cannot make a sandbox here (install the bubblewrap package, or set server.sandbox = "auto")');
+    if (!bubblewrapWorks())
+      throw new Error(
+        'server.sandbox = "bubblewrap", but bwrap is not installed or cannot make a sandbox here (install the bubblewrap package, or set server.sandbox = "auto")',
+      );
     return "bubblewrap";
   }
   return bubblewrapWorks() ? "bubblewrap" : "none";

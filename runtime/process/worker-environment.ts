@@ -5,11 +5,29 @@
 
 /** Variables passed on by name. */
 const PASSED = new Set([
-  "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "NO_COLOR", "FORCE_COLOR", "TMPDIR",
-  "LD_LIBRARY_PATH", "XDG_CACHE_HOME",
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TERM",
+  "NO_COLOR",
+  "FORCE_COLOR",
+  "TMPDIR",
+  "LD_LIBRARY_PATH",
+  "XDG_CACHE_HOME",
   // Worker settings an operator may give the server to pass on to its workers.
-  "SPOOL_TIMEOUT_GRACE_MS", "SPOOL_DRAIN_TIMEOUT_MS", "SPOOL_REQUEST_TIMEOUT_MS", "SPOOL_LONG_POLL_TIMEOUT_MS",
-  "SPOOL_EXIT_WHEN_IDLE_MS", "SPOOL_KILL_GRACE_MS", "SPOOL_CACHE_DIR", "RUNPOD_PING_INTERVAL",
+  "SPOOL_TIMEOUT_GRACE_MS",
+  "SPOOL_DRAIN_TIMEOUT_MS",
+  "SPOOL_REQUEST_TIMEOUT_MS",
+  "SPOOL_LONG_POLL_TIMEOUT_MS",
+  "SPOOL_EXIT_WHEN_IDLE_MS",
+  "SPOOL_KILL_GRACE_MS",
+  "SPOOL_CACHE_DIR",
+  "RUNPOD_PING_INTERVAL",
 ]);
 
 /** Variables passed on by prefix: locale, GPU runtimes and drivers, tracing. */

@@ -67,7 +67,12 @@ export function clipMessage(message: string): string {
  * The lines of a batch a job's log keeps, given the bytes it holds already: all of them while
  * they fit in `maxBytes`; from the first that does not, one cutLine instead, and `truncated`.
  */
-export function fitLines(lines: JobLogLine[], used: number, maxBytes: number, now: number): { keep: JobLogLine[]; used: number; truncated: boolean } {
+export function fitLines(
+  lines: JobLogLine[],
+  used: number,
+  maxBytes: number,
+  now: number,
+): { keep: JobLogLine[]; used: number; truncated: boolean } {
   const keep: JobLogLine[] = [];
   for (const line of lines) {
     const bytes = logLineBytes(line);

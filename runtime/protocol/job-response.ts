@@ -84,7 +84,14 @@ export const healthResponseSchema = z.object({
    * stopping: processes this server's scaler is ending (idle stop, a job past its deadline) that
    * have not exited yet, present only while there are some.
    */
-  workers: z.object({ idle: count, running: count, initializing: count, unhealthy: count, failing: count.optional(), stopping: count.optional() }),
+  workers: z.object({
+    idle: count,
+    running: count,
+    initializing: count,
+    unhealthy: count,
+    failing: count.optional(),
+    stopping: count.optional(),
+  }),
   lastStartError: startErrorReportSchema.optional(),
   /** Present while a scale-up waits (on the server that runs scaling). */
   scaleUpHeld: scaleUpHoldSchema.optional(),

@@ -32,7 +32,9 @@ export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<R
  * answer, a request id, an access log) goes in `middleware`, which wraps the app's fetch and so
  * every route.
  */
-export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: RequestMiddleware[] }): Hono<AppEnv> {
+export function createApp(
+  appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: RequestMiddleware[] },
+): Hono<AppEnv> {
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const metrics = deps.metrics ?? new ServerMetrics(deps);
@@ -85,7 +87,10 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
   app.fetch = !chain.length
     ? route
     : (req, env, ctx) => {
-        const through = (i: number) => (r: Request): Promise<Response> => (i < chain.length ? chain[i]!(r, through(i + 1)) : Promise.resolve(route(r, env, ctx)));
+        const through =
+          (i: number) =>
+          (r: Request): Promise<Response> =>
+            i < chain.length ? chain[i]!(r, through(i + 1)) : Promise.resolve(route(r, env, ctx));
         return through(0)(req);
       };
   return app;

@@ -67,9 +67,7 @@ export function startServer(options: {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const log = options.log ?? stderrLog;
-  const store =
-    options.store ??
-    openEmbeddedStore(storeUrl(config), storeOptions(config));
+  const store = options.store ?? openEmbeddedStore(storeUrl(config), storeOptions(config));
   const localFiles = new LocalFileStore(config.server.data, config.server.fileUrlTtlMs);
   const files = config.server.files ? new S3FileStore(config.server.files) : localFiles;
   const jobEvents = options.jobEvents ?? new JobEvents((err) => log.error("job event listener failed", { error: String(err) }));
@@ -80,13 +78,38 @@ export function startServer(options: {
   const workerLog = new WorkerLogBook();
   const serverId = `server-${crypto.randomUUID().slice(0, 8)}`;
   const sandbox = localSandbox(config, log);
-  const provider = options.provider ?? new LocalProcessProvider({ log, killGraceMs: config.server.killGraceMs, stopsFor: stopList(store, systemClock, RELAY_WAIT_MS), sandbox: sandbox.hidden && { hidden: sandbox.hidden }, onOutput: (ep, id, line) => workerLog.add(ep, id, line, clock.now()) });
+  const provider =
+    options.provider ??
+    new LocalProcessProvider({
+      log,
+      killGraceMs: config.server.killGraceMs,
+      stopsFor: stopList(store, systemClock, RELAY_WAIT_MS),
+      sandbox: sandbox.hidden && { hidden: sandbox.hidden },
+      onOutput: (ep, id, line) => workerLog.add(ep, id, line, clock.now()),
+    });
   const scaler = new Scaler({ store, config, clock, log, metrics, startFailures, workerKeys, workerLog }, provider, serverId);
   const inputSchemas = new InputSchemas(config, log);
   inputSchemas.warm();
   // How this server's own workers are confined (unknown for a provider given by the caller).
   const confinement = options.provider ? undefined : sandbox.mode;
-  const deps = { store, config, clock, log, jobEvents, stats, metrics, startFailures, workerKeys, workerLog, scaler, files, localFiles, inputSchemas, resolver: options.resolver, sandbox: confinement };
+  const deps = {
+    store,
+    config,
+    clock,
+    log,
+    jobEvents,
+    stats,
+    metrics,
+    startFailures,
+    workerKeys,
+    workerLog,
+    scaler,
+    files,
+    localFiles,
+    inputSchemas,
+    resolver: options.resolver,
+    sandbox: confinement,
+  };
   const app = createApp(deps);
   const server = listen(config, {
     fetch: app.fetch,
@@ -138,7 +161,8 @@ export function startServer(options: {
  */
 async function startScaling(scaler: Scaler, store: Store, clock: Clock): Promise<void> {
   for (const key of await store.listKeys()) {
-    if (key.scope === "worker" && key.revokedAt === undefined && /^scaler-server-[0-9a-f]{8}$/.test(key.name)) await store.revokeKey(key.id, clock.now());
+    if (key.scope === "worker" && key.revokedAt === undefined && /^scaler-server-[0-9a-f]{8}$/.test(key.name))
+      await store.revokeKey(key.id, clock.now());
   }
   scaler.start();
 }
@@ -156,7 +180,9 @@ function localSandbox(config: Config, log: Log): { mode: "bubblewrap" | "none"; 
   }
   if (mode === "none") {
     if (config.server.sandbox === "auto" && Object.values(config.endpoints).some((ep) => startsWorkers(config, ep))) {
-      log.warn("bubblewrap (bwrap) is not available: handlers run with this server's rights and can read its data dir; install the bubblewrap package to confine them");
+      log.warn(
+        "bubblewrap (bwrap) is not available: handlers run with this server's rights and can read its data dir; install the bubblewrap package to confine them",
+      );
     }
     return { mode };
   }
@@ -170,9 +196,13 @@ function localSandbox(config: Config, log: Log): { mode: "bubblewrap" | "none"; 
  */
 function listen(config: Config, options: Omit<Parameters<typeof Bun.serve>[0], "port" | "hostname" | "reusePort">) {
   try {
-    return Bun.serve({ ...options, port: config.server.port, hostname: config.server.host, reusePort: false } as Parameters<typeof Bun.serve>[0]);
+    return Bun.serve({ ...options, port: config.server.port, hostname: config.server.host, reusePort: false } as Parameters<
+      typeof Bun.serve
+    >[0]);
   } catch (err) {
     if ((err as { code?: string }).code !== "EADDRINUSE") throw err;
-    throw new ConfigError(`port ${config.server.port} on ${config.server.host} is in use by another process: stop it, or give this server another --port`);
+    throw new ConfigError(
+      `port ${config.server.port} on ${config.server.host} is in use by another process: stop it, or give this server another --port`,
+    );
   }
 }

@@ -26,10 +26,7 @@ export async function execute(
   const parsed = handler.input.safeParse(job.input);
   if (!parsed.success) return { kind: "error", error: `Invalid parameter: ${describeIssues(parsed.error)}` };
   try {
-    const result = handler.handler(
-      { id: job.id, input: parsed.data, s3Config: job.s3Config, policy: job.policy },
-      ctx,
-    );
+    const result = handler.handler({ id: job.id, input: parsed.data, s3Config: job.s3Config, policy: job.policy }, ctx);
     if (isAsyncGenerator(result)) {
       const chunks: unknown[] = [];
       for await (const chunk of result) {

@@ -40,7 +40,11 @@ export class OutputCapture {
       const original = target.write;
       const decoder = new TextDecoder();
       target.write = ((chunk: unknown, ...rest: unknown[]) => {
-        if (this.#sink) this.#text(stream, typeof chunk === "string" ? chunk : chunk instanceof Uint8Array ? decoder.decode(chunk, { stream: true }) : String(chunk));
+        if (this.#sink)
+          this.#text(
+            stream,
+            typeof chunk === "string" ? chunk : chunk instanceof Uint8Array ? decoder.decode(chunk, { stream: true }) : String(chunk),
+          );
         return (original as (...a: unknown[]) => boolean).call(target, chunk, ...rest);
       }) as typeof target.write;
       undo.push(() => (target.write = original));

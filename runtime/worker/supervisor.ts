@@ -15,7 +15,12 @@ import { OwnedWorker, watchEnv, type StopSource } from "../process/owned-worker.
  * blocks the child's own timer and stop channel; `stopsFor` takes a child's stop list for it.
  * SIGTERM/SIGINT are passed on and end supervision once the child has drained.
  */
-export async function supervise(command: string[], env: Record<string, string | undefined>, log: Log, stopsFor?: (workerId: string) => StopSource): Promise<number> {
+export async function supervise(
+  command: string[],
+  env: Record<string, string | undefined>,
+  log: Log,
+  stopsFor?: (workerId: string) => StopSource,
+): Promise<number> {
   let stopping = false;
   const stopped = new AbortController();
   let child: { kill(sig: NodeJS.Signals): void } | undefined;
@@ -35,7 +40,13 @@ export async function supervise(command: string[], env: Record<string, string | 
       // A child whose supervisor is gone would run on with nobody to enforce its deadlines or relay
       // its cancels: the kernel ends it (or, where it cannot, the child watches for it), and its
       // jobs follow the worker-loss rule.
-      env: { ...env, ...watchEnv(stopsFor !== undefined), [CHILD_ENV]: "1", [GENERATION_ENV]: String(generation), [EXIT_WITH_PARENT_ENV]: kernelEndsOrphans(false) ? undefined : "1" },
+      env: {
+        ...env,
+        ...watchEnv(stopsFor !== undefined),
+        [CHILD_ENV]: "1",
+        [GENERATION_ENV]: String(generation),
+        [EXIT_WITH_PARENT_ENV]: kernelEndsOrphans(false) ? undefined : "1",
+      },
       stderr: "inherit",
     });
     child = proc;

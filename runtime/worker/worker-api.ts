@@ -103,7 +103,12 @@ export class WorkerApi {
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {
-        const res = await fetch(url, { method: "POST", headers: this.#headers(true), body: text, signal: this.#signal(this.timeouts.requestMs) });
+        const res = await fetch(url, {
+          method: "POST",
+          headers: this.#headers(true),
+          body: text,
+          signal: this.#signal(this.timeouts.requestMs),
+        });
         if (res.ok) return await res.text();
         problem = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`;
         if (res.status < 500) {

@@ -204,9 +204,11 @@ export class WorkerLoop {
         // Every line reaches the server before the result that ends the job (and its log).
         await logs.close();
         const stopPod = refresh ? { stopPod: true } : {};
-        if (outcome.kind === "output") await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
+        if (outcome.kind === "output")
+          await api.done(job.id, resultBody({ output: outcome.output, ...stopPod }, workerId), outcome.isStream);
         else if (outcome.kind === "error") await api.done(job.id, resultBody({ error: outcome.error, ...stopPod }, workerId), false);
-        else log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
+        else
+          log.info("job stopped; no result posted", { jobId: job.id, reason: String((outcome.reason as Error)?.name ?? outcome.reason) });
       } catch (err) {
         // Whatever went wrong here, the slot comes back and the worker goes on (the job's
         // heartbeat stops listing it, so the server's worker-loss rule takes it over).

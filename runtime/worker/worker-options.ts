@@ -40,7 +40,8 @@ export function workerOptions(flags: WorkerFlags, env: Record<string, string | u
   } else {
     urls = urlsFromEnv(env);
   }
-  if (!urls) throw new Error("no queue server: pass --url URL --endpoint ID, or set RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT");
+  if (!urls)
+    throw new Error("no queue server: pass --url URL --endpoint ID, or set RunPod's RUNPOD_WEBHOOK_GET_JOB and RUNPOD_WEBHOOK_POST_OUTPUT");
   const generation = Number(env[GENERATION_ENV] ?? 1);
   const base = flags["worker-id"] ?? env.RUNPOD_POD_ID ?? `worker-${crypto.randomUUID().slice(0, 8)}`;
   const parsed = schema.safeParse({

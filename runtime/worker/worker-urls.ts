@@ -50,7 +50,8 @@ export function workerEndpoints(urls: WorkerUrls, workerId: string) {
     done: (jobId: string, isStream: boolean) => `${fill(urls.done, workerId, jobId)}&isStream=${isStream}`,
     stream: (jobId: string) => `${fill(urls.stream, workerId, jobId)}&isStream=false`,
     // Spool's own route beside job-done; none where the done URL is not of RunPod's shape.
-    log: (jobId: string): string | null => (urls.done.includes("/job-done/") ? fill(urls.done.replace("/job-done/", "/job-log/"), workerId, jobId) : null),
+    log: (jobId: string): string | null =>
+      urls.done.includes("/job-done/") ? fill(urls.done.replace("/job-done/", "/job-log/"), workerId, jobId) : null,
     ping: (runningIds: string[]) =>
       `${fill(urls.ping, workerId, workerId)}${runningIds.length ? `&job_id=${runningIds.map(encodeURIComponent).join(",")}` : ""}&runpod_version=spool`,
     stop: () => `${takePath!.replace(/\/job-take\/[^/]*$/, `/job-stop/${encodeURIComponent(workerId)}`)}?${takeQuery}`,

@@ -88,7 +88,13 @@ async function main(): Promise<void> {
   const variants = [
     variant("binary", "binary-fast", binary, FAST_INTERVAL_MS, TRIES),
     variant("binary", "binary-default", binary, DEFAULT_INTERVAL_MS, OTHER_TRIES),
-    variant("source (bun cli.ts worker echo.ts)", "source-fast", join(REPO_ROOT, "handlers/examples/echo.ts"), FAST_INTERVAL_MS, OTHER_TRIES),
+    variant(
+      "source (bun cli.ts worker echo.ts)",
+      "source-fast",
+      join(REPO_ROOT, "handlers/examples/echo.ts"),
+      FAST_INTERVAL_MS,
+      OTHER_TRIES,
+    ),
   ];
   for (const [i, v] of variants.entries()) {
     const tv = performance.now();
@@ -101,29 +107,72 @@ async function main(): Promise<void> {
   }
   console.log("");
 
-  const head = ["handler", "scaleIntervalMs", "n", "cold p50 ms", "cold p95 ms", "cold min ms", "cold max ms", "warm p50 ms", "warm p95 ms", "first cold ms"];
+  const head = [
+    "handler",
+    "scaleIntervalMs",
+    "n",
+    "cold p50 ms",
+    "cold p95 ms",
+    "cold min ms",
+    "cold max ms",
+    "warm p50 ms",
+    "warm p95 ms",
+    "first cold ms",
+  ];
   const rows = variants.map((v) => {
     const [c, w] = [summarize(v.cold), summarize(v.warm)];
-    return [v.label, String(v.scaleIntervalMs), String(c.n), `**${f1(c.p50)}**`, f1(c.p95), f1(c.min), f1(c.max), f1(w.p50), f1(w.p95), f1(v.first)];
+    return [
+      v.label,
+      String(v.scaleIntervalMs),
+      String(c.n),
+      `**${f1(c.p50)}**`,
+      f1(c.p95),
+      f1(c.min),
+      f1(c.max),
+      f1(w.p50),
+      f1(w.p95),
+      f1(v.first),
+    ];
   });
   printTable(head, "lrrrrrrrrr", rows);
   console.log("");
   const split = variants.map((v) => {
     const [a, b, d] = [summarize(v.toSpawn), summarize(v.spawnToAnswer), summarize(v.scaleDown)];
-    return [v.label, String(v.scaleIntervalMs), `${f1(a.p50)} / ${f1(a.max)}`, `${f1(b.p50)} / ${f1(b.max)}`, `${f1(d.p50)} / ${f1(d.max)}`];
+    return [
+      v.label,
+      String(v.scaleIntervalMs),
+      `${f1(a.p50)} / ${f1(a.max)}`,
+      `${f1(b.p50)} / ${f1(b.max)}`,
+      `${f1(d.p50)} / ${f1(d.max)}`,
+    ];
   });
-  const splitHead = ["cold try, split (p50 / max ms)", "scaleIntervalMs", "request -> scaler spawns worker", "spawn -> answer", "last answer -> zero workers"];
+  const splitHead = [
+    "cold try, split (p50 / max ms)",
+    "scaleIntervalMs",
+    "request -> scaler spawns worker",
+    "spawn -> answer",
+    "last answer -> zero workers",
+  ];
   printTable(splitHead, "lrrrr", split);
   console.log("");
   const m = machine();
-  printTable(["machine", ""], "ll", [["nproc", m.nproc], ["CPU", m.cpu], ["bun", m.bun], ["platform", m.platform]]);
+  printTable(["machine", ""], "ll", [
+    ["nproc", m.nproc],
+    ["CPU", m.cpu],
+    ["bun", m.bun],
+    ["platform", m.platform],
+  ]);
   console.log("");
   console.log(`binary: ${f1(sizeMB)} MB, built in ${f1(buildS)} s. "first cold" is each server's first try (unrecorded in n).`);
   console.log(`warm: a second runsync at once after each cold one, the worker still up. "request -> scaler spawns worker"`);
   console.log(`is when the server's "started worker" log line reached this process; "last answer -> zero workers" is the`);
-  console.log(`wait before a try (idleTimeout ${IDLE_TIMEOUT_S} s + the scaler's cadence + the worker's exit), polled every ${HEALTH_POLL_MS} ms;`);
+  console.log(
+    `wait before a try (idleTimeout ${IDLE_TIMEOUT_S} s + the scaler's cadence + the worker's exit), polled every ${HEALTH_POLL_MS} ms;`,
+  );
   console.log(`then a random 0..scaleIntervalMs pause, so each cold request lands at a random point of the scaler's cycle.`);
-  console.log(`one server at a time, in its own process group; SIGKILLs needed: ${servers.forcedKills()}; total ${f1((performance.now() - t0) / 1000)} s`);
+  console.log(
+    `one server at a time, in its own process group; SIGKILLs needed: ${servers.forcedKills()}; total ${f1((performance.now() - t0) / 1000)} s`,
+  );
 }
 
 await runBench("bench-cold-start", main, cleanup);

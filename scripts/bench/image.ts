@@ -51,7 +51,10 @@ const fmt = (s: number) => (s < 0.01 ? `${(s * 1000).toFixed(2)} ms` : `${s.toFi
 const gpuNote = async () => {
   const lines: string[] = [];
   for (const d of ["cuda", "webgpu"] as const) {
-    const why = await checkDevice(d).then(() => "available", (e: Error) => e.message.split(";")[0]!.slice(0, 160));
+    const why = await checkDevice(d).then(
+      () => "available",
+      (e: Error) => e.message.split(";")[0]!.slice(0, 160),
+    );
     lines.push(`  ${d}: ${why}`);
   }
   return lines.join("\n");
@@ -149,11 +152,19 @@ async function precisionTable(): Promise<void> {
     }
     const [step0, image0] = [median(perStep[0]!), median(image[0]!)];
     for (const [k, t] of twins.entries()) {
-      rows.push([`${t.name} ${size}x${size}`, fmt(median(perStep[k]!)), (median(perStep[k]!) / step0).toFixed(2), fmt(median(image[k]!)), (median(image[k]!) / image0).toFixed(2)]);
+      rows.push([
+        `${t.name} ${size}x${size}`,
+        fmt(median(perStep[k]!)),
+        (median(perStep[k]!) / step0).toFixed(2),
+        fmt(median(image[k]!)),
+        (median(image[k]!) / image0).toFixed(2),
+      ]);
     }
   }
   await Promise.all(pipelines.map((p) => p.dispose()));
-  printTable(["tiny dev model, FluxPipeline in-process (medians)", "per step", "vs fp32", "whole 4-step image", "vs fp32"], "lrrrr", rows, { outerPipes: false });
+  printTable(["tiny dev model, FluxPipeline in-process (medians)", "per step", "vs fp32", "whole 4-step image", "vs fp32"], "lrrrr", rows, {
+    outerPipes: false,
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +183,11 @@ function startServer(): Promise<SpoolProcess> {
 
 async function runsync(server: SpoolProcess, endpoint: string, input: Record<string, unknown>): Promise<number> {
   const t0 = performance.now();
-  const res = await fetch(`${server.url}/v2/${endpoint}/runsync`, { method: "POST", headers: bearer(server.key), body: JSON.stringify({ input }) });
+  const res = await fetch(`${server.url}/v2/${endpoint}/runsync`, {
+    method: "POST",
+    headers: bearer(server.key),
+    body: JSON.stringify({ input }),
+  });
   const body = (await res.json()) as { status?: string };
   if (body.status !== "COMPLETED") throw new Error(`${endpoint} job ended ${JSON.stringify(body)}`);
   return (performance.now() - t0) / 1000;
@@ -180,7 +195,14 @@ async function runsync(server: SpoolProcess, endpoint: string, input: Record<str
 
 /** Fastest time of a job with each step count, the counts alternating run by run. */
 async function endpointTimes(server: SpoolProcess, endpoint: string, size: number, stepCounts: number[]): Promise<number[]> {
-  const input = (steps: number) => ({ prompt: "a red cat", width: size, height: size, num_inference_steps: steps, seed: 1, image_format: "png" });
+  const input = (steps: number) => ({
+    prompt: "a red cat",
+    width: size,
+    height: size,
+    num_inference_steps: steps,
+    seed: 1,
+    image_format: "png",
+  });
   await runsync(server, endpoint, input(1)); // warm-up at this shape
   const times = stepCounts.map(() => [] as number[]);
   for (let i = 0; i < REPEAT; i++) {
@@ -204,7 +226,8 @@ try {
   console.log(`bench-image: tiny models, device ${DEVICE}, ${m.cores} CPU cores (${m.cpu}), bun ${Bun.version}, fastest of ${REPEAT}`);
   console.log(`tiny model generation: dev ${(devMs / 1000).toFixed(2)} s, schnell ${(schnellMs / 1000).toFixed(2)} s\n`);
   const plain = { outerPipes: false };
-  for (const l of markdownTable(["seconds per step", "endpoint", "transformer session alone", "overhead ratio"], "lrrr", [], plain)) console.log(l);
+  for (const l of markdownTable(["seconds per step", "endpoint", "transformer session alone", "overhead ratio"], "lrrr", [], plain))
+    console.log(l);
   const whole: string[][] = [];
   for (const v of VARIANTS) {
     for (const size of SIZES) {

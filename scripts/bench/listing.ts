@@ -24,7 +24,8 @@ import { summarize } from "./harness/stats.ts";
 import { printTable } from "./harness/table.ts";
 import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 
-const USAGE = "usage: bun scripts/bench/listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR (another checkout)]";
+const USAGE =
+  "usage: bun scripts/bench/listing.ts [--retained 1000,100000] [--store embedded,redis] [--reads 200] [--baseline DIR (another checkout)]";
 const cli = benchCli("bench-listing", USAGE);
 const { values: flags } = parseArgs({
   args: Bun.argv.slice(2),
@@ -37,7 +38,10 @@ const { values: flags } = parseArgs({
   },
 });
 if (flags.help) cli.help();
-const RETAINED = flags.retained!.split(",").filter(Boolean).map((n) => cli.int("retained", n));
+const RETAINED = flags
+  .retained!.split(",")
+  .filter(Boolean)
+  .map((n) => cli.int("retained", n));
 const STORES = flags.store!.split(",").filter(Boolean);
 for (const s of STORES) if (s !== "embedded" && s !== "redis") cli.fail(`--store takes embedded and redis, got ${s}`);
 const READS = cli.int("reads", flags.reads!);
@@ -59,11 +63,15 @@ const cleanup = exitCleanup(async () => {
 /** A fresh store of the checkout at `root`. */
 async function openStore(root: string, kind: string, name: string): Promise<Store> {
   if (kind === "embedded") {
-    const { SqliteStore } = (await import(join(root, "runtime/server/store/sqlite/sqlite-store.ts"))) as typeof import("../../runtime/server/store/sqlite/sqlite-store.ts");
+    const { SqliteStore } = (await import(
+      join(root, "runtime/server/store/sqlite/sqlite-store.ts")
+    )) as typeof import("../../runtime/server/store/sqlite/sqlite-store.ts");
     return SqliteStore.open(join(dir, name), { retention });
   }
   redis ??= await startRedis(join(dir, "redis"));
-  const { RedisStore } = (await import(join(root, "runtime/server/store/redis/redis-store.ts"))) as typeof import("../../runtime/server/store/redis/redis-store.ts");
+  const { RedisStore } = (await import(
+    join(root, "runtime/server/store/redis/redis-store.ts")
+  )) as typeof import("../../runtime/server/store/redis/redis-store.ts");
   return RedisStore.connect(redis.url, { retention }, `{${name}}:`);
 }
 
@@ -136,7 +144,11 @@ async function main(): Promise<void> {
       }
     });
   }
-  printTable(["store", "code", "status", ...RETAINED.map((n) => `p50 at ${n} retained`), `${RETAINED.at(-1)} / ${RETAINED[0]}`], `lll${"r".repeat(RETAINED.length)}r`, rows);
+  printTable(
+    ["store", "code", "status", ...RETAINED.map((n) => `p50 at ${n} retained`), `${RETAINED.at(-1)} / ${RETAINED[0]}`],
+    `lll${"r".repeat(RETAINED.length)}r`,
+    rows,
+  );
 }
 
 await runBench("bench-listing", main, cleanup, () => (redis ? [redis.output()] : []));

@@ -22,7 +22,9 @@ import { machine, machineLine } from "./harness/machine.ts";
 import { summarize } from "./harness/stats.ts";
 import { printTable } from "./harness/table.ts";
 
-const { values } = parseArgs({ options: { backlog: { type: "string", default: "1000,10000,100000" }, scrapes: { type: "string", default: "200" } } });
+const { values } = parseArgs({
+  options: { backlog: { type: "string", default: "1000,10000,100000" }, scrapes: { type: "string", default: "200" } },
+});
 const backlogs = values.backlog!.split(",").map(Number);
 const scrapes = Number(values.scrapes);
 
@@ -42,7 +44,13 @@ for (const backlog of backlogs) {
   const now = systemClock.now();
   for (let i = 0; i < backlog; i++) {
     await store.enqueue(
-      { id: `job-${i}`, endpointId: "ep", input: {}, policy: { executionTimeout: 600_000, lowPriority: false, ttl: 86_400_000 }, sync: false },
+      {
+        id: `job-${i}`,
+        endpointId: "ep",
+        input: {},
+        policy: { executionTimeout: 600_000, lowPriority: false, ttl: 86_400_000 },
+        sync: false,
+      },
       now,
     );
   }
@@ -65,7 +73,15 @@ for (const backlog of backlogs) {
     const ms = summarize(m);
     const hs = summarize(h);
     const ss = summarize(sc);
-    rows.push([backlog.toLocaleString("en"), `${ms.p50.toFixed(2)} ms`, `${ms.p95.toFixed(2)} ms`, `${hs.p50.toFixed(2)} ms`, (ms.p50 / hs.p50).toFixed(1), `${ss.p50.toFixed(2)} ms`, `${ss.p95.toFixed(2)} ms`]);
+    rows.push([
+      backlog.toLocaleString("en"),
+      `${ms.p50.toFixed(2)} ms`,
+      `${ms.p95.toFixed(2)} ms`,
+      `${hs.p50.toFixed(2)} ms`,
+      (ms.p50 / hs.p50).toFixed(1),
+      `${ss.p50.toFixed(2)} ms`,
+      `${ss.p95.toFixed(2)} ms`,
+    ]);
   } finally {
     await server.stop();
     await store.close();

@@ -30,7 +30,10 @@ import { makeTempDir, removeDir } from "./harness/temp-dir.ts";
 import { startRecorder, WORKER_START_ENDPOINT } from "./harness/worker-start-recorder.ts";
 
 const cli = benchCli("bench-model-binaries", "usage: bun scripts/bench/model-binaries.ts [--runs 5]");
-const { values: opts } = parseArgs({ args: Bun.argv.slice(2), options: { runs: { type: "string", default: "5" }, help: { type: "boolean", short: "h" } } });
+const { values: opts } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: { runs: { type: "string", default: "5" }, help: { type: "boolean", short: "h" } },
+});
 if (opts.help) cli.help();
 const RUNS = cli.int("runs", opts.runs);
 const RUN_TIMEOUT_MS = 60_000;
@@ -42,8 +45,16 @@ interface Model {
   input: unknown;
 }
 const MODELS: Model[] = [
-  { name: "image-fast", handler: "handlers/image/fast.ts", input: { prompt: "a lighthouse", width: 256, height: 256, seed: 1, image_format: "png" } },
-  { name: "text", handler: "handlers/text/handler.ts", input: { messages: [{ role: "user", content: "Hi" }], sampling_params: { max_tokens: 4 } } },
+  {
+    name: "image-fast",
+    handler: "handlers/image/fast.ts",
+    input: { prompt: "a lighthouse", width: 256, height: 256, seed: 1, image_format: "png" },
+  },
+  {
+    name: "text",
+    handler: "handlers/text/handler.ts",
+    input: { messages: [{ role: "user", content: "Hi" }], sampling_params: { max_tokens: 4 } },
+  },
 ];
 
 const tmpRoot = makeTempDir("spool-bench-models-");
@@ -73,7 +84,9 @@ async function timed(cmd: string[], cwd: string, env: Record<string, string>, un
     const at = await Promise.race([
       until(t0),
       proc.exited.then((code) => Promise.reject(new Error(`worker exited with ${code}`))),
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`not done after ${RUN_TIMEOUT_MS / 1000} s`)), RUN_TIMEOUT_MS))),
+      new Promise<never>(
+        (_, reject) => (timer = setTimeout(() => reject(new Error(`not done after ${RUN_TIMEOUT_MS / 1000} s`)), RUN_TIMEOUT_MS)),
+      ),
     ]).finally(() => clearTimeout(timer));
     return at - t0;
   } catch (e) {
@@ -119,7 +132,11 @@ async function toFirstOutput(model: Model, cmd: string[], cwd: string, env: Reco
         }
       }
     }
-    const res = await fetch(`${srv.url}/v2/${model.name}/runsync?wait=60000`, { method: "POST", headers, body: JSON.stringify({ input: model.input }) });
+    const res = await fetch(`${srv.url}/v2/${model.name}/runsync?wait=60000`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ input: model.input }),
+    });
     const body = (await res.json()) as { status?: string };
     if (body.status !== "COMPLETED") throw new Error(`runsync answered ${JSON.stringify(body).slice(0, 500)}`);
     return performance.now();
@@ -146,7 +163,10 @@ async function main(): Promise<void> {
     mkdirSync(dir, { recursive: true });
     const binary = join(dir, model.name);
     const t = performance.now();
-    const build = Bun.spawnSync([process.execPath, "runtime/cli.ts", "build", model.handler, "--outfile", join(tmpRoot, "build", model.name)], { cwd: REPO_ROOT });
+    const build = Bun.spawnSync(
+      [process.execPath, "runtime/cli.ts", "build", model.handler, "--outfile", join(tmpRoot, "build", model.name)],
+      { cwd: REPO_ROOT },
+    );
     const buildS = (performance.now() - t) / 1000;
     const buildOut = build.stdout.toString();
     if (build.exitCode !== 0) throw new Error(`spool build ${model.handler} failed\n${buildOut}${build.stderr}`);
@@ -162,7 +182,13 @@ async function main(): Promise<void> {
     if (once.exitCode !== 0) throw new Error(`${model.name} --input failed\n${once.stderr}`);
 
     const takeArgs = ["--url", recorder.url, "--endpoint", WORKER_START_ENDPOINT, "--api-key", "k"];
-    const sourceCmd = (args: string[]) => [process.execPath, join(REPO_ROOT, "runtime/cli.ts"), "worker", join(REPO_ROOT, model.handler), ...args];
+    const sourceCmd = (args: string[]) => [
+      process.execPath,
+      join(REPO_ROOT, "runtime/cli.ts"),
+      "worker",
+      join(REPO_ROOT, model.handler),
+      ...args,
+    ];
     const first: number[] = [];
     const second: number[] = [];
     const source: number[] = [];
@@ -179,7 +205,11 @@ async function main(): Promise<void> {
     }
     const s = (xs: number[]) => summarize(xs);
     const ref = s(source).p50;
-    for (const [label, xs] of [["binary, first start (extracts)", first], ["binary, second start (cache reused)", second], ["source (reference)", source]] as const) {
+    for (const [label, xs] of [
+      ["binary, first start (extracts)", first],
+      ["binary, second start (cache reused)", second],
+      ["source (reference)", source],
+    ] as const) {
       startRows.push([model.name, label, f2(s(xs).p50), f2(s(xs).max), (s(xs).p50 / ref).toFixed(2)]);
     }
 
@@ -197,10 +227,19 @@ async function main(): Promise<void> {
   // A GPU build's size (it is not started: this machine has no GPU to run it on).
   const t = performance.now();
   const vulkanOut = join(tmpRoot, "build", "text-vulkan");
-  const vulkan = Bun.spawnSync([process.execPath, "runtime/cli.ts", "build", "handlers/text/handler.ts", "--gpu", "vulkan", "--outfile", vulkanOut], { cwd: REPO_ROOT });
+  const vulkan = Bun.spawnSync(
+    [process.execPath, "runtime/cli.ts", "build", "handlers/text/handler.ts", "--gpu", "vulkan", "--outfile", vulkanOut],
+    { cwd: REPO_ROOT },
+  );
   if (vulkan.exitCode !== 0) throw new Error(`spool build --gpu vulkan failed\n${vulkan.stdout}${vulkan.stderr}`);
   const vNative = /native parts: (\d+) files, ([\d.]+) MB/.exec(vulkan.stdout.toString());
-  sizeRows.push(["text --gpu vulkan (not started)", f1(statSync(vulkanOut).size / 1e6), vNative?.[2] ?? "0", vNative?.[1] ?? "0", f1((performance.now() - t) / 1000)]);
+  sizeRows.push([
+    "text --gpu vulkan (not started)",
+    f1(statSync(vulkanOut).size / 1e6),
+    vNative?.[2] ?? "0",
+    vNative?.[1] ?? "0",
+    f1((performance.now() - t) / 1000),
+  ]);
 
   printTable(["model binary", "size MB", "embedded native MB", "native files", "build s"], "lrrrr", sizeRows);
   console.log("");

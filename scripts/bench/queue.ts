@@ -93,14 +93,21 @@ const RUNSYNC = cli.int("runsync", flags.runsync);
 const CLIENTS = cli.int("clients", flags.clients);
 const BATCH = cli.int("batch", flags.batch);
 const PROFILE = cli.int("profile", flags.profile, 0);
-const BACKLOG = flags.backlog!.split(",").filter(Boolean).map((n) => cli.int("backlog", n));
+const BACKLOG = flags
+  .backlog!.split(",")
+  .filter(Boolean)
+  .map((n) => cli.int("backlog", n));
 const SUBMITS = cli.int("submits", flags.submits);
 const ROUNDS = cli.int("rounds", flags.rounds);
-const PAYLOAD = flags.payload!.split(",").filter(Boolean).map((n) => cli.int("payload", n));
+const PAYLOAD = flags
+  .payload!.split(",")
+  .filter(Boolean)
+  .map((n) => cli.int("payload", n));
 const TAKES = cli.int("takes", flags.takes);
 /** Another checkout of Spool (with its node_modules) run in the same rounds as a baseline. */
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
-if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/cli.ts"))) cli.fail(`--baseline ${flags.baseline} has no runtime/cli.ts (give the root of another checkout)`);
+if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/cli.ts")))
+  cli.fail(`--baseline ${flags.baseline} has no runtime/cli.ts (give the root of another checkout)`);
 const MODES = ["embedded", "redis", "all"] as const;
 type Mode = (typeof MODES)[number];
 if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flags.store) {
@@ -108,7 +115,8 @@ if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flag
 }
 const MODE = (flags.mode ?? flags.store ?? "all") as Mode;
 if (!MODES.includes(MODE)) cli.fail(`--mode must be one of ${MODES.join(", ")}, got ${MODE}`);
-if (MODE === "redis" && BASELINE !== undefined) cli.fail("--baseline adds rows to the embedded store's side-by-side; it does nothing with --mode redis");
+if (MODE === "redis" && BASELINE !== undefined)
+  cli.fail("--baseline adds rows to the embedded store's side-by-side; it does nothing with --mode redis");
 if (flags.store !== undefined && flags.store !== "embedded" && flags.store !== "redis") {
   cli.fail(`--store must be embedded or redis, got ${flags.store}`);
 }
@@ -123,7 +131,9 @@ const cleanup = exitCleanup(rig.close, {
 async function main(): Promise<void> {
   const t0 = performance.now();
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool queue benchmark (mode ${MODE}): ${JOBS} no-op jobs per throughput run, ${CLIENTS} submit loops; ${RUNSYNC} runsync calls`);
+  console.log(
+    `spool queue benchmark (mode ${MODE}): ${JOBS} no-op jobs per throughput run, ${CLIENTS} submit loops; ${RUNSYNC} runsync calls`,
+  );
   console.log(`machine: ${info}\n`);
 
   const onRedis: Throughput[] = [];
@@ -172,18 +182,23 @@ async function main(): Promise<void> {
         const bu = refs.pop()!;
         sideBySide.push(sp!, ...refs, bu);
         const others = refs.map((r) => `, ${r.system} ${f1(r.jobs / r.seconds)} jobs/s`).join("");
-        console.log(`  round ${round}, ${sh.label}: Spool ${f1(sp!.jobs / sp!.seconds)} jobs/s${others}, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`);
+        console.log(
+          `  round ${round}, ${sh.label}: Spool ${f1(sp!.jobs / sp!.seconds)} jobs/s${others}, BullMQ ${f1(bu.jobs / bu.seconds)} jobs/s`,
+        );
       }
     }
     console.log("embedded store under a backlog:");
     for (const b of await backlogRuns(rig, BACKLOG, SUBMITS, TAKES)) {
       backlog.push(b);
-      console.log(`  ${b.queued} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`);
+      console.log(
+        `  ${b.queued} queued: submit ${f1(b.submitPerSecond)} jobs/s, take+done p50 ${f2(b.takeDone.p50)} ms, RSS ${f1(b.rssMiB)} MiB`,
+      );
     }
     console.log("embedded store by payload size:");
     // About 6 MB carried per size (at least 20 jobs): the 1 MB row is as long as the 1 KB one.
     payload = await payloadRuns(rig, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))));
-    for (const p of payload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
+    for (const p of payload)
+      console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
     const l = await runsyncLatency(rig, false);
     lat.push(...l);
     console.log(`  runsync: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms\n`);
@@ -202,7 +217,13 @@ async function main(): Promise<void> {
         log(r);
       }
       // The floor with its queue of one server (a take waiting on it is handed its job), then one and two servers sharing a queue.
-      const floors = flags.floor ? [{ servers: 1, shared: false }, { servers: 1, shared: true }, { servers: 2, shared: true }] : [];
+      const floors = flags.floor
+        ? [
+            { servers: 1, shared: false },
+            { servers: 1, shared: true },
+            { servers: 2, shared: true },
+          ]
+        : [];
       for (const { servers, shared } of floors) {
         await redis.client.send("FLUSHALL", []);
         const name = `${sh.name}-floor${shared ? "-shared" : ""}-s${servers}`;
@@ -218,16 +239,23 @@ async function main(): Promise<void> {
     }
     console.log("Redis store by payload size:");
     redisPayload = await payloadRuns(rig, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))), true);
-    for (const p of redisPayload) console.log(`  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU, ${p.redisCpuUs!.toFixed(0)} µs redis-server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`);
+    for (const p of redisPayload)
+      console.log(
+        `  ${p.bytes} bytes: ${p.cpuUs.toFixed(0)} µs server CPU, ${p.redisCpuUs!.toFixed(0)} µs redis-server CPU per job, cycle p50 ${f2(p.cycle.p50)} ms`,
+      );
     const l = await runsyncLatency(rig, true);
     lat.push(...l);
     console.log(`  runsync on Redis: p50 ${f2(l[0]!.p50)} ms, p99 ${f2(l[0]!.p99)} ms`);
     if (PROFILE > 0) {
       await redis.client.send("FLUSHALL", []);
       const w1 = shapes[0];
-      const sp = await profile(redis, (probe) => spoolThroughput(rig, { ...w1, name: "profile", servers: 1, redis: true, jobs: PROFILE, probe }));
+      const sp = await profile(redis, (probe) =>
+        spoolThroughput(rig, { ...w1, name: "profile", servers: 1, redis: true, jobs: PROFILE, probe }),
+      );
       profiles.push({ label: "Spool, 1 server, 1 worker × 1", ...sp });
-      const bp = await profile(redis, (probe) => bullThroughput(rig, { label: w1.label, shape: "profile", workers: 1, concurrency: 1, jobs: PROFILE, probe }));
+      const bp = await profile(redis, (probe) =>
+        bullThroughput(rig, { label: w1.label, shape: "profile", workers: 1, concurrency: 1, jobs: PROFILE, probe }),
+      );
       profiles.push({ label: "BullMQ, 1 worker × 1", ...bp });
       console.log(`  MONITOR pass (${PROFILE} jobs each, untimed): done`);
     }
@@ -235,16 +263,22 @@ async function main(): Promise<void> {
   }
 
   if (sideBySide.length) {
-    console.log(`### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs timed after ${WARM} untimed, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`);
+    console.log(
+      `### Embedded store (SQLite) beside BullMQ, worker processes of their own (${JOBS} no-op jobs timed after ${WARM} untimed, ${CLIENTS} submit loops; median of ${ROUNDS} rounds)\n`,
+    );
     printSideBySide(sideBySide, processShapes);
     printReferences(sideBySide, processShapes);
   }
   if (backlog.length) {
-    console.log(`### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops and ${TAKES} take+done by one worker per depth, in 3 rounds across the depths; submit rate: median of the rounds)\n`);
+    console.log(
+      `### Embedded store under a backlog (${SUBMITS} submissions by ${CLIENTS} loops and ${TAKES} take+done by one worker per depth, in 3 rounds across the depths; submit rate: median of the rounds)\n`,
+    );
     printBacklog(backlog);
   }
   if (payload.length) {
-    console.log("### Embedded store by payload size (one client: run -> job-take -> job-done -> status, the same size in input and result)\n");
+    console.log(
+      "### Embedded store by payload size (one client: run -> job-take -> job-done -> status, the same size in input and result)\n",
+    );
     printPayload(payload);
   }
   if (onRedis.length) {
@@ -260,8 +294,12 @@ async function main(): Promise<void> {
   if (profiles.length) printProfiles(profiles, PROFILE);
   if (lat.length) printLatency(lat);
   console.log(`machine: ${info}${redisInfo ? `; ${redisInfo}` : ""}`);
-  console.log(`Spool servers run in their own processes and the submit loops (${CLIENTS}) in this one. Beside BullMQ, Spool's protocol workers`);
-  console.log("(HTTP job-take -> job-done) and BullMQ's Workers each run in 4 processes of their own; in the Redis-store table both run in this process.");
+  console.log(
+    `Spool servers run in their own processes and the submit loops (${CLIENTS}) in this one. Beside BullMQ, Spool's protocol workers`,
+  );
+  console.log(
+    "(HTTP job-take -> job-done) and BullMQ's Workers each run in 4 processes of their own; in the Redis-store table both run in this process.",
+  );
   const submitNote = onRedis.length ? `"submit-only jobs/s" is the rate submissions were answered while the workers drained; ` : "";
   console.log(`${submitNote}CPU is user+system over the timed window, per job (other processes from /proc, 10 ms ticks).`);
   if (onRedis.length) console.log("Redis commands/job counts commands inside scripts too (INFO commandstats).");

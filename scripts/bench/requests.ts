@@ -39,7 +39,8 @@ if (flags.help) cli.help();
 const N = cli.int("requests", flags.requests!);
 const ROUNDS = cli.int("rounds", flags.rounds!);
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
-if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/server/app.ts"))) cli.fail(`--baseline ${flags.baseline} has no runtime/server/app.ts (give the root of another checkout)`);
+if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/server/app.ts")))
+  cli.fail(`--baseline ${flags.baseline} has no runtime/server/app.ts (give the root of another checkout)`);
 /** Untimed calls of each row first: JavaScriptCore optimises a function after about a thousand calls. */
 const WARM = 2_000;
 
@@ -52,7 +53,9 @@ const cpuUs = () => {
 
 /** Where the checkout at `root` keeps its SQLite store (it moved into store/sqlite/). */
 const sqliteStorePath = (root: string) =>
-  existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts")) ? "runtime/server/store/sqlite/sqlite-store.ts" : "runtime/server/store/sqlite-store.ts";
+  existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts"))
+    ? "runtime/server/store/sqlite/sqlite-store.ts"
+    : "runtime/server/store/sqlite-store.ts";
 
 /** The server's app of the checkout at `root` on a fresh embedded store, with one full key; nothing listens. */
 async function spoolApp(root: string, name: string) {
@@ -64,8 +67,12 @@ async function spoolApp(root: string, name: string) {
   const { LocalFileStore } = await from<typeof import("../../runtime/server/files/file-store.ts")>("runtime/server/files/file-store.ts");
   const { JobEvents } = await from<typeof import("../../runtime/server/jobs/job-events.ts")>("runtime/server/jobs/job-events.ts");
   const { createKey } = await from<typeof import("../../runtime/server/keys/api-keys.ts")>("runtime/server/keys/api-keys.ts");
-  const { EndpointStatsRecorder } = await from<typeof import("../../runtime/server/metrics/endpoint-stats.ts")>("runtime/server/metrics/endpoint-stats.ts");
-  const { ServerMetrics } = await from<typeof import("../../runtime/server/metrics/server-metrics.ts")>("runtime/server/metrics/server-metrics.ts");
+  const { EndpointStatsRecorder } = await from<typeof import("../../runtime/server/metrics/endpoint-stats.ts")>(
+    "runtime/server/metrics/endpoint-stats.ts",
+  );
+  const { ServerMetrics } = await from<typeof import("../../runtime/server/metrics/server-metrics.ts")>(
+    "runtime/server/metrics/server-metrics.ts",
+  );
   const { SqliteStore } = await from<typeof import("../../runtime/server/store/sqlite/sqlite-store.ts")>(sqliteStorePath(root));
   const data = join(dir, name);
   mkdirSync(data);
@@ -155,7 +162,9 @@ async function round(app: SpoolApp, bare: Hono): Promise<Map<string, number>> {
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool request benchmark: ${N} requests per row after ${WARM} untimed, ${ROUNDS} rounds (median), in-process${BASELINE ? `, beside ${BASELINE}` : ""}`);
+  console.log(
+    `spool request benchmark: ${N} requests per row after ${WARM} untimed, ${ROUNDS} rounds (median), in-process${BASELINE ? `, beside ${BASELINE}` : ""}`,
+  );
   const apps = [await spoolApp(REPO_ROOT, "this"), ...(BASELINE ? [await spoolApp(BASELINE, "baseline")] : [])];
   const bare = new Hono();
   bare.post("/echo", async (c) => c.json({ got: await c.req.json() }));
@@ -175,7 +184,13 @@ async function main(): Promise<void> {
   const [mine, base] = runs as [Map<string, number[]>, Map<string, number[]> | undefined];
   const floor = median(mine.get(BARE)!);
   console.log(`\n### CPU per request in the server's own code, in-process (no sockets), embedded store\n`);
-  const head = ["request", "CPU µs (median)", "rounds", "× bare Hono", ...(base ? ["baseline CPU µs (median)", "this ÷ baseline (median of rounds)", "per round"] : [])];
+  const head = [
+    "request",
+    "CPU µs (median)",
+    "rounds",
+    "× bare Hono",
+    ...(base ? ["baseline CPU µs (median)", "this ÷ baseline (median of rounds)", "per round"] : []),
+  ];
   printTable(
     head,
     base ? "lrlrrrl" : "lrlr",
@@ -188,7 +203,9 @@ async function main(): Promise<void> {
     }),
   );
   console.log(`\nmachine: ${info}`);
-  console.log("CPU is this process's user+system time, making the Request objects included (the same in every row); job steps one at a time, each write its own commit.");
+  console.log(
+    "CPU is this process's user+system time, making the Request objects included (the same in every row); job steps one at a time, each write its own commit.",
+  );
 }
 
 await runBench("bench-requests", main, cleanup);

@@ -37,7 +37,10 @@ const { values: flags } = parseArgs({
   },
 });
 if (flags.help) cli.help();
-const SIZES = flags.sizes!.split(",").filter(Boolean).map((n) => cli.int("sizes", n));
+const SIZES = flags
+  .sizes!.split(",")
+  .filter(Boolean)
+  .map((n) => cli.int("sizes", n));
 const JOBS = cli.int("jobs", flags.jobs!);
 /** The result: { ok: true }, or { text } of this many characters. */
 const OUTPUT_CHARS = cli.int("output", flags.output!, 0);
@@ -45,7 +48,8 @@ const OUTPUT = OUTPUT_CHARS > 0 ? { text: "o".repeat(OUTPUT_CHARS) } : { ok: tru
 const ROUNDS = cli.int("rounds", flags.rounds!);
 const WARM = 10;
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
-if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/server/store/create-store.ts"))) cli.fail(`--baseline ${flags.baseline} is not a checkout of Spool`);
+if (BASELINE !== undefined && !existsSync(join(BASELINE, "runtime/server/store/create-store.ts")))
+  cli.fail(`--baseline ${flags.baseline} is not a checkout of Spool`);
 
 const retention = { syncMs: 60_000, asyncMs: 1_800_000 };
 const policy = { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 };
@@ -63,7 +67,14 @@ let prefixes = 0;
 
 /** Opens fresh stores of the checkout at `root` (its own modules). */
 async function opener(root: string): Promise<Open> {
-  const { SqliteStore } = await import(join(root, existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts")) ? "runtime/server/store/sqlite/sqlite-store.ts" : "runtime/server/store/sqlite-store.ts"));
+  const { SqliteStore } = await import(
+    join(
+      root,
+      existsSync(join(root, "runtime/server/store/sqlite/sqlite-store.ts"))
+        ? "runtime/server/store/sqlite/sqlite-store.ts"
+        : "runtime/server/store/sqlite-store.ts",
+    )
+  );
   const { RedisStore } = await import(join(root, "runtime/server/store/redis/redis-store.ts"));
   return async (kind) => {
     if (kind === "redis") {
@@ -99,7 +110,10 @@ async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhoo
   try {
     for (let i = 0; i < WARM + JOBS; i++) {
       const id = `job-${i}`;
-      await store.enqueue({ id, endpointId: "ep", input, webhook: webhook ? "http://127.0.0.1:9/hook" : undefined, policy, sync: false }, now);
+      await store.enqueue(
+        { id, endpointId: "ep", input, webhook: webhook ? "http://127.0.0.1:9/hook" : undefined, policy, sync: false },
+        now,
+      );
       await store.claim("ep", "w", 1, now);
       const h0 = kind === "redis" ? await scriptUs() : 0;
       const c0 = cpuUs();
@@ -119,12 +133,19 @@ async function run(open: Open, kind: "embedded" | "redis", bytes: number, webhoo
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool result benchmark: ${JOBS} results per cell after ${WARM} untimed, ${ROUNDS} rounds, stores in-process, one job at a time; results of ${OUTPUT_CHARS || "a few"} characters`);
+  console.log(
+    `spool result benchmark: ${JOBS} results per cell after ${WARM} untimed, ${ROUNDS} rounds, stores in-process, one job at a time; results of ${OUTPUT_CHARS || "a few"} characters`,
+  );
   const tmp = makeTempDir("spool-bench-result-redis-");
   dirs.push(tmp);
   redis = await startRedis(tmp);
-  const systems = [{ name: "this checkout", open: await opener(REPO_ROOT) }, ...(BASELINE ? [{ name: "baseline", open: await opener(BASELINE) }] : [])];
-  const shapes = (["embedded", "redis"] as const).flatMap((kind) => [false, true].flatMap((webhook) => SIZES.map((bytes) => ({ kind, webhook, bytes }))));
+  const systems = [
+    { name: "this checkout", open: await opener(REPO_ROOT) },
+    ...(BASELINE ? [{ name: "baseline", open: await opener(BASELINE) }] : []),
+  ];
+  const shapes = (["embedded", "redis"] as const).flatMap((kind) =>
+    [false, true].flatMap((webhook) => SIZES.map((bytes) => ({ kind, webhook, bytes }))),
+  );
   const cells = new Map<string, Cell>();
   const cell = (system: string, s: (typeof shapes)[number]) => {
     const key = `${system}/${s.kind}/${s.webhook}/${s.bytes}`;
@@ -146,16 +167,28 @@ async function main(): Promise<void> {
     "llrrrrrr".slice(0, head.length),
     shapes.map((s) => {
       const now = cell("this checkout", s);
-      const row = [s.kind, s.webhook ? "yes" : "no", String(s.bytes), `**${median(now.cpu).toFixed(0)}**`, s.kind === "redis" ? `**${median(now.held).toFixed(0)}**` : "—"];
+      const row = [
+        s.kind,
+        s.webhook ? "yes" : "no",
+        String(s.bytes),
+        `**${median(now.cpu).toFixed(0)}**`,
+        s.kind === "redis" ? `**${median(now.held).toFixed(0)}**` : "—",
+      ];
       if (BASELINE) {
         const base = cell("baseline", s);
-        row.push(median(base.cpu).toFixed(0), s.kind === "redis" ? median(base.held).toFixed(0) : "—", `**${(median(now.cpu) / median(base.cpu)).toFixed(2)}**`);
+        row.push(
+          median(base.cpu).toFixed(0),
+          s.kind === "redis" ? median(base.held).toFixed(0) : "—",
+          `**${(median(now.cpu) / median(base.cpu)).toFixed(2)}**`,
+        );
       }
       return row;
     }),
   );
   console.log(`\nmachine: ${info}`);
-  console.log("CPU is this process's user+system time around one result; Redis's hold is the evalsha time INFO commandstats adds over it (AOF on;");
+  console.log(
+    "CPU is this process's user+system time around one result; Redis's hold is the evalsha time INFO commandstats adds over it (AOF on;",
+  );
   console.log("the time Redis then spends writing the script's changes to the AOF is not in it).");
 }
 

@@ -76,7 +76,9 @@ interface Window {
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool soak (${ON_REDIS ? "Redis" : "embedded"} store): ${SECONDS} s in windows of ${WINDOW} s, ${WORKERS} worker processes, ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued`);
+  console.log(
+    `spool soak (${ON_REDIS ? "Redis" : "embedded"} store): ${SECONDS} s in windows of ${WINDOW} s, ${WORKERS} worker processes, ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued`,
+  );
   console.log(`machine: ${info}\n`);
   const store = ON_REDIS ? `${(await rig.startRedis()).url}?prefix=soak` : undefined;
   const server = await rig.startServer("soak", { store });
@@ -84,7 +86,9 @@ async function main(): Promise<void> {
   for (let i = 0; i < WORKERS; i++) {
     const args = ["worker", join(REPO_ROOT, "handlers/examples/echo.ts"), "--url", server.url, "--endpoint", ENDPOINT];
     args.push("--api-key", server.key, "--worker-id", `soak-${i}`, "--no-supervise");
-    workers.push(Bun.spawn([process.execPath, join(REPO_ROOT, "runtime/cli.ts"), ...args], { stdin: "ignore", stdout: "ignore", stderr: "ignore" }));
+    workers.push(
+      Bun.spawn([process.execPath, join(REPO_ROOT, "runtime/cli.ts"), ...args], { stdin: "ignore", stdout: "ignore", stderr: "ignore" }),
+    );
   }
 
   const stop = new AbortController();
@@ -140,24 +144,53 @@ async function main(): Promise<void> {
       queued: now.queued,
     };
     windows.push(w);
-    console.log(`  ${t} s: ${w.jobsPerS.toFixed(0)} jobs/s, server ${w.serverCpuUs.toFixed(0)} µs/job, workers ${w.workersCpuUs.toFixed(0)} µs/job`);
+    console.log(
+      `  ${t} s: ${w.jobsPerS.toFixed(0)} jobs/s, server ${w.serverCpuUs.toFixed(0)} µs/job, workers ${w.workersCpuUs.toFixed(0)} µs/job`,
+    );
     prev = now;
   }
   stop.abort();
   await Promise.all(loops);
 
-  console.log(`\n### Soak on the ${ON_REDIS ? "Redis" : "embedded"} store: ${WORKERS} worker processes (spool worker, echo handler), ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued throughout\n`);
-  const head = ["window ends s", "jobs done", "jobs/s", "server CPU µs/job", "workers CPU µs/job", "server RSS MiB", "server JS heap MiB", "worker RSS MiB", "queued"];
-  printTable(head, "rrrrrrrrr", windows.map((w) => [
-    String(w.endS), String(w.done), w.jobsPerS.toFixed(0), w.serverCpuUs.toFixed(0), w.workersCpuUs.toFixed(0),
-    w.serverRss.toFixed(1), w.serverHeap.toFixed(1), w.workerRss.toFixed(1), String(w.queued),
-  ]));
+  console.log(
+    `\n### Soak on the ${ON_REDIS ? "Redis" : "embedded"} store: ${WORKERS} worker processes (spool worker, echo handler), ${SUBMITTERS} submit loops, ~${QUEUED} jobs queued throughout\n`,
+  );
+  const head = [
+    "window ends s",
+    "jobs done",
+    "jobs/s",
+    "server CPU µs/job",
+    "workers CPU µs/job",
+    "server RSS MiB",
+    "server JS heap MiB",
+    "worker RSS MiB",
+    "queued",
+  ];
+  printTable(
+    head,
+    "rrrrrrrrr",
+    windows.map((w) => [
+      String(w.endS),
+      String(w.done),
+      w.jobsPerS.toFixed(0),
+      w.serverCpuUs.toFixed(0),
+      w.workersCpuUs.toFixed(0),
+      w.serverRss.toFixed(1),
+      w.serverHeap.toFixed(1),
+      w.workerRss.toFixed(1),
+      String(w.queued),
+    ]),
+  );
   const first = windows[0]!;
   const last = windows.at(-1)!;
   const x = (a: number, b: number) => `×${(a / b).toFixed(2)}`;
-  console.log(`\nlast window against the first: jobs/s ${x(last.jobsPerS, first.jobsPerS)}, server CPU per job ${x(last.serverCpuUs, first.serverCpuUs)}, workers CPU per job ${x(last.workersCpuUs, first.workersCpuUs)}`);
+  console.log(
+    `\nlast window against the first: jobs/s ${x(last.jobsPerS, first.jobsPerS)}, server CPU per job ${x(last.serverCpuUs, first.serverCpuUs)}, workers CPU per job ${x(last.workersCpuUs, first.workersCpuUs)}`,
+  );
   console.log(`machine: ${info}`);
-  console.log("CPU is user+system per window from /proc (10 ms ticks); RSS from /proc; JS heap from the server's /metrics (nodejs_heap_size_used_bytes).");
+  console.log(
+    "CPU is user+system per window from /proc (10 ms ticks); RSS from /proc; JS heap from the server's /metrics (nodejs_heap_size_used_bytes).",
+  );
 }
 
 await runBench("bench-soak", main, cleanup, rig.outputs);

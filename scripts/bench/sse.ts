@@ -91,7 +91,11 @@ async function scenario(srv: SpoolProcess, streams: number, mode: Mode): Promise
   const worker = `bench-${mode}-${streams}`;
   const ids: string[] = [];
   for (let j = 0; j < streams; j++) {
-    const res = await fetch(`${srv.url}/v2/bench/run`, { method: "POST", headers: bearer(srv.key), body: JSON.stringify({ input: { j } }) });
+    const res = await fetch(`${srv.url}/v2/bench/run`, {
+      method: "POST",
+      headers: bearer(srv.key),
+      body: JSON.stringify({ input: { j } }),
+    });
     ids.push(((await res.json()) as { id: string }).id);
   }
   const take = await fetch(`${srv.url}/v2/bench/job-take-batch/${worker}?batch_size=${streams}`, { headers: bearer(srv.key) });
@@ -113,7 +117,8 @@ async function scenario(srv: SpoolProcess, streams: number, mode: Mode): Promise
   await Bun.sleep(100); // let the first requests reach the server before the first chunk
 
   const cpuBefore = processCpu(srv.proc.pid);
-  const post = (path: string, body: unknown) => fetch(`${srv.url}/v2/bench/${path}`, { method: "POST", headers: bearer(srv.key), body: JSON.stringify(body) });
+  const post = (path: string, body: unknown) =>
+    fetch(`${srv.url}/v2/bench/${path}`, { method: "POST", headers: bearer(srv.key), body: JSON.stringify(body) });
   for (let i = 0; i < CHUNKS; i++) {
     await Promise.all(
       ids.map((id, j) => {
@@ -155,7 +160,14 @@ try {
       const r = await scenario(server, streams, mode);
       results[mode] = r;
       const s = summarize(r.latencies);
-      rows.push([String(streams), mode === "poll" ? "polling /stream" : "SSE", s.p50.toFixed(1), s.p95.toFixed(1), (r.cpuMs / r.chunks).toFixed(3), (r.requests / r.chunks).toFixed(2)]);
+      rows.push([
+        String(streams),
+        mode === "poll" ? "polling /stream" : "SSE",
+        s.p50.toFixed(1),
+        s.p95.toFixed(1),
+        (r.cpuMs / r.chunks).toFixed(3),
+        (r.requests / r.chunks).toFixed(2),
+      ]);
     }
     const [p, e] = [results.poll, results.sse];
     const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : "-");

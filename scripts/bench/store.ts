@@ -32,7 +32,10 @@ const { values: flags } = parseArgs({
 });
 if (flags.help) cli.help();
 const JOBS = cli.int("jobs", flags.jobs!);
-const CONCURRENCY = flags.concurrency!.split(",").filter(Boolean).map((n) => cli.int("concurrency", n));
+const CONCURRENCY = flags
+  .concurrency!.split(",")
+  .filter(Boolean)
+  .map((n) => cli.int("concurrency", n));
 const ROUNDS = cli.int("rounds", flags.rounds!);
 const WARM_JOBS = 2_000;
 
@@ -82,14 +85,21 @@ async function run(c: number, handOff: boolean): Promise<Run> {
   const [w1, c1, t1] = [written(), cpuUs(), performance.now()];
   await store.close();
   removeDir(dir);
-  return { jobsPerS: JOBS / ((t1 - t0) / 1000), cpuUs: (c1 - c0) / JOBS, writes: (w1.calls - w0.calls) / JOBS, kb: (w1.bytes - w0.bytes) / 1024 / JOBS };
+  return {
+    jobsPerS: JOBS / ((t1 - t0) / 1000),
+    cpuUs: (c1 - c0) / JOBS,
+    writes: (w1.calls - w0.calls) / JOBS,
+    kb: (w1.bytes - w0.bytes) / 1024 / JOBS,
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const info = machineLine(machine(), { ram: true, load: true });
-  console.log(`spool store benchmark: ${JOBS} jobs per run after ${WARM_JOBS} untimed, ${ROUNDS} rounds (median), embedded store in-process`);
+  console.log(
+    `spool store benchmark: ${JOBS} jobs per run after ${WARM_JOBS} untimed, ${ROUNDS} rounds (median), embedded store in-process`,
+  );
   const shapes = CONCURRENCY.flatMap((c) => [false, true].map((handOff) => ({ c, handOff })));
   const runs = new Map<string, Run[]>();
   for (let round = 1; round <= ROUNDS; round++) {
@@ -97,7 +107,9 @@ async function main(): Promise<void> {
       const r = await run(c, handOff);
       const key = `${c}/${handOff}`;
       runs.set(key, [...(runs.get(key) ?? []), r]);
-      console.log(`  round ${round}, ${c} at once, ${handOff ? "hand-off" : "take"}: ${r.jobsPerS.toFixed(0)} jobs/s, ${r.cpuUs.toFixed(1)} µs CPU/job`);
+      console.log(
+        `  round ${round}, ${c} at once, ${handOff ? "hand-off" : "take"}: ${r.jobsPerS.toFixed(0)} jobs/s, ${r.cpuUs.toFixed(1)} µs CPU/job`,
+      );
     }
   }
   console.log(`\n### Embedded store per job, in-process (submit -> take -> done; hand-off: submit straight to a waiting worker -> done)\n`);
@@ -107,7 +119,14 @@ async function main(): Promise<void> {
     shapes.map(({ c, handOff }) => {
       const rs = runs.get(`${c}/${handOff}`)!;
       const m = (f: (r: Run) => number, d: number) => median(rs.map(f)).toFixed(d);
-      return [String(c), handOff ? "hand-off" : "take", m((r) => r.jobsPerS, 0), `**${m((r) => r.cpuUs, 1)}**`, m((r) => r.writes, 2), m((r) => r.kb, 1)];
+      return [
+        String(c),
+        handOff ? "hand-off" : "take",
+        m((r) => r.jobsPerS, 0),
+        `**${m((r) => r.cpuUs, 1)}**`,
+        m((r) => r.writes, 2),
+        m((r) => r.kb, 1),
+      ];
     }),
   );
   console.log(`\nmachine: ${info}`);

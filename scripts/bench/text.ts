@@ -105,7 +105,13 @@ async function measure(path: string, concurrency: number, one: (i: number) => Pr
 
 // --- node-llama-cpp directly, the same settings as the handler ------------------------------
 async function direct(): Promise<void> {
-  const llama = await getLlama({ gpu: device === "cpu" ? false : device, build: "never", skipDownload: true, progressLogs: false, logLevel: LlamaLogLevel.error });
+  const llama = await getLlama({
+    gpu: device === "cpu" ? false : device,
+    build: "never",
+    skipDownload: true,
+    progressLogs: false,
+    logLevel: LlamaLogLevel.error,
+  });
   const m = await llama.loadModel({ modelPath: model, gpuLayers: device === "cpu" ? 0 : "max" });
   const ctx = await m.createContext({ sequences, contextSize, threads: threadsFlag || Math.max(1, llama.cpuMathCores - 1) });
   const one = async (seed: number) => {
@@ -151,7 +157,14 @@ async function throughEndpoint(): Promise<void> {
       const res = await fetch(`${base}/openai/v1/chat/completions`, {
         method: "POST",
         headers,
-        body: JSON.stringify({ model: "bench", messages: [{ role: "user", content: PROMPT }], max_tokens: tokens, seed, stream: true, stream_options: { include_usage: true } }),
+        body: JSON.stringify({
+          model: "bench",
+          messages: [{ role: "user", content: PROMPT }],
+          max_tokens: tokens,
+          seed,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
       });
       const text = await res.text();
       if (!res.ok || !text.includes("data: [DONE]")) throw new Error(`stream: ${res.status} ${text.slice(-300)}`);
@@ -167,7 +180,9 @@ async function throughEndpoint(): Promise<void> {
 
 const gpuTypes = await getLlamaGpuTypes("supported");
 const gpus = gpuTypes.filter(Boolean);
-console.log(`bench-text: ${flags.model ? model : "tiny demo GGUF (generated)"}, device ${device}, ${tokens} tokens per request, ${rounds} rounds, ${sequences} sequences`);
+console.log(
+  `bench-text: ${flags.model ? model : "tiny demo GGUF (generated)"}, device ${device}, ${tokens} tokens per request, ${rounds} rounds, ${sequences} sequences`,
+);
 const m = machine();
 console.log(`machine: ${m.cores} x ${m.cpu}; GPU: ${gpus.length ? gpus.join(", ") : "none on this machine: CPU figures only"}`);
 const latency: LatencyRow[] = [];
@@ -192,7 +207,9 @@ console.log("");
 printTable(["path", "concurrent", "requests", "tokens", "s", "tokens/s", "vs direct"], "lrrrrrr", tableRows);
 
 console.log("");
-console.log(`streaming latency: ${streamTokens} tokens a stream, ${flushMs === undefined ? "streamFlushMs default" : `streamFlushMs ${flushMs}`}; ms`);
+console.log(
+  `streaming latency: ${streamTokens} tokens a stream, ${flushMs === undefined ? "streamFlushMs default" : `streamFlushMs ${flushMs}`}; ms`,
+);
 const directItl = new Map(latency.filter((r) => r.path.endsWith("direct")).map((r) => [`${r.tokensPerSecond}x${r.concurrency}`, r]));
 printTable(
   ["path", "tokens/s", "streams", "n", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "ITL p99 - direct", "posts/token"],

@@ -137,7 +137,14 @@ async function main(): Promise<void> {
   console.log(`build: ${binary} ${f1(sizeMB)} MB in ${f1(buildS)} s\n`);
 
   const args = ["--url", recorder.url, "--endpoint", WORKER_START_ENDPOINT, "--api-key", "k"];
-  const variant = (label: string, cmd: string[], cwd: string): Variant => ({ label, cmd, cwd, startMs: [], firstRequestMs: [], stopMs: [] });
+  const variant = (label: string, cmd: string[], cwd: string): Variant => ({
+    label,
+    cmd,
+    cwd,
+    startMs: [],
+    firstRequestMs: [],
+    stopMs: [],
+  });
   const source = [process.execPath, "runtime/cli.ts", "worker", "handlers/examples/echo.ts", ...args, "--no-supervise"];
   const variants = [
     variant("binary, supervised (as users run it)", ["./echo-worker", ...args], binDir),

@@ -4,7 +4,13 @@
 const query = (args: string[]): string[] => {
   try {
     const r = Bun.spawnSync(["nvidia-smi", ...args, "--format=csv,noheader,nounits"], { stdout: "pipe", stderr: "pipe" });
-    return r.exitCode === 0 ? r.stdout.toString().split("\n").map((l) => l.trim()).filter(Boolean) : [];
+    return r.exitCode === 0
+      ? r.stdout
+          .toString()
+          .split("\n")
+          .map((l) => l.trim())
+          .filter(Boolean)
+      : [];
   } catch {
     return [];
   }

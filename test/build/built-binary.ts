@@ -18,7 +18,11 @@ export interface Built extends Disposable {
 export function buildHandler(handler: string, extra: string[] = []): Built {
   const dir = mkdtempSync(join(tmpdir(), "spool-built-"));
   const binary = join(dir, basename(handler).replace(/\.[^.]+$/, "") + "-worker");
-  const r = Bun.spawnSync([process.execPath, CLI, "build", handler, "--outfile", binary, ...extra], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([process.execPath, CLI, "build", handler, "--outfile", binary, ...extra], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const output = r.stdout.toString() + r.stderr.toString();
   if (r.exitCode !== 0) throw new Error(`spool build ${handler} failed (exit ${r.exitCode}):\n${output}`);
   return { binary, output, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
@@ -43,8 +47,12 @@ export function bareCopy(binary: string, runner: string[] = []): Bare {
   return {
     dir,
     exe,
-    cacheEntries: () => readdirSync(cache).filter((n) => n.startsWith("native-")).map((n) => join(cache, n)),
-    start: (args, env = {}) => spawnProcess([...runner, `./${basename(binary)}`, ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir, ...env } }),
+    cacheEntries: () =>
+      readdirSync(cache)
+        .filter((n) => n.startsWith("native-"))
+        .map((n) => join(cache, n)),
+    start: (args, env = {}) =>
+      spawnProcess([...runner, `./${basename(binary)}`, ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir, ...env } }),
     [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

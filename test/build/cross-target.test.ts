@@ -26,7 +26,10 @@ afterAll(() => Object.values(arm64).forEach((b) => b?.[Symbol.dispose]()));
 function nativeHeaders(file: string): Array<{ at: number; os: string; arch: string }> {
   const bytes = readFileSync(file);
   const found: Array<{ at: number; os: string; arch: string }> = [];
-  for (const magic of [[0x7f, 0x45, 0x4c, 0x46], [0xcf, 0xfa, 0xed, 0xfe]]) {
+  for (const magic of [
+    [0x7f, 0x45, 0x4c, 0x46],
+    [0xcf, 0xfa, 0xed, 0xfe],
+  ]) {
     for (let at = bytes.indexOf(Buffer.from(magic)); at >= 0; at = bytes.indexOf(Buffer.from(magic), at + 1)) {
       const platform = binaryPlatform(bytes.subarray(at, at + 4096));
       if (platform) found.push({ at, os: platform.os, arch: platform.arch });
@@ -43,7 +46,12 @@ function tempDir(prefix: string): { dir: string } & Disposable {
 
 /** `spool build` as a user runs it; the exit code and everything it printed. */
 function build(args: string[], env: Record<string, string> = {}): { code: number; output: string } {
-  const r = Bun.spawnSync([process.execPath, CLI, "build", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([process.execPath, CLI, "build", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: r.exitCode ?? -1, output: r.stdout.toString() + r.stderr.toString() };
 }
 
@@ -74,7 +82,11 @@ describe("spool build --target linux-arm64 on an x64 machine", () => {
     const jobs = {
       // nativeParts: the cache entries the first start extracts (echo has no native parts).
       echo: { input: { hello: "arm64" }, expected: { hello: "arm64" }, nativeParts: 0 },
-      text: { input: { prompt: "Name a colour.", sampling_params: { max_tokens: 4, seed: 1 } }, expected: [{ usage: { output: 4 } }], nativeParts: 1 },
+      text: {
+        input: { prompt: "Name a colour.", sampling_params: { max_tokens: 4, seed: 1 } },
+        expected: [{ usage: { output: 4 } }],
+        nativeParts: 1,
+      },
       "image-fast": {
         input: { prompt: "a lighthouse", width: 256, height: 256, num_inference_steps: 1, seed: 7, image_format: "png" },
         expected: { image_url: expect.stringMatching(/^http/) },
@@ -108,7 +120,11 @@ test("spool build --server --target linux-arm64: under qemu, the arm64 server ru
   const key = (await proc.waitFor(/^\s+(spool_\S+)\s*$/))[1]!;
   using worker = bareCopy(arm64.echo.binary, runner);
   await using _worker = worker.start(["--url", url, "--endpoint", "echo", "--api-key", key, "--no-supervise"]);
-  const res = await fetch(`${url}/v2/echo/runsync?wait=120000`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ input: { on: "arm64" } }) });
+  const res = await fetch(`${url}/v2/echo/runsync?wait=120000`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}` },
+    body: JSON.stringify({ input: { on: "arm64" } }),
+  });
   expect(await res.json()).toMatchObject({ status: "COMPLETED", output: { on: "arm64" } });
 }, 300_000);
 
@@ -121,8 +137,15 @@ describe("spool build for macOS on a Linux machine", () => {
     const r = build([IMAGE, "--target", "darwin-arm64", "--outfile", out], { SPOOL_CACHE_DIR: join(dir, "cache") });
     expect(r.code).toBe(0);
     const sharp = JSON.parse(readFileSync(join(ROOT, "node_modules/sharp/package.json"), "utf8")).optionalDependencies;
-    const fetched = join(dir, "cache/spool/packages/darwin-arm64", `@img+sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]}`, "node_modules/@img");
-    expect(r.output).toContain(`fetching @img/sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]} for darwin-arm64 from the npm registry into ${join(dir, "cache/spool/packages/darwin-arm64")}`);
+    const fetched = join(
+      dir,
+      "cache/spool/packages/darwin-arm64",
+      `@img+sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]}`,
+      "node_modules/@img",
+    );
+    expect(r.output).toContain(
+      `fetching @img/sharp-darwin-arm64@${sharp["@img/sharp-darwin-arm64"]} for darwin-arm64 from the npm registry into ${join(dir, "cache/spool/packages/darwin-arm64")}`,
+    );
     expect(readdirSync(fetched).sort()).toEqual(["sharp-darwin-arm64", "sharp-libvips-darwin-arm64"]);
     expect(filePlatform(out)).toEqual({ format: "mach-o", os: "darwin", arch: "arm64" });
     expect(r.output).toContain("embedded onnxruntime-node/bin/napi-v6/darwin/arm64/ (3 files,");
@@ -157,11 +180,15 @@ describe("a target the parts do not exist for", () => {
 
     const cuda = build([TEXT, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
     expect(cuda.code).toBe(1);
-    expect(cuda.output).toContain("node-llama-cpp has no cuda prebuilt for linux-arm64 (@node-llama-cpp/linux-arm64-cuda is not published); it has cuda prebuilts for: linux-x64, win32-x64");
+    expect(cuda.output).toContain(
+      "node-llama-cpp has no cuda prebuilt for linux-arm64 (@node-llama-cpp/linux-arm64-cuda is not published); it has cuda prebuilts for: linux-x64, win32-x64",
+    );
 
     const ortCuda = build([IMAGE, "--target", "linux-arm64", "--gpu", "cuda", "--outfile", out]);
     expect(ortCuda.code).toBe(1);
-    expect(ortCuda.output).toContain("onnxruntime-node has no CUDA prebuilt for linux-arm64; its CUDA provider exists for: linux-x64, win32-x64");
+    expect(ortCuda.output).toContain(
+      "onnxruntime-node has no CUDA prebuilt for linux-arm64; its CUDA provider exists for: linux-x64, win32-x64",
+    );
     expect(readdirSync(dir)).toEqual([]);
   }, 120_000);
 

@@ -77,7 +77,9 @@ describe("the image-fast binary", () => {
     // Without a sandbox, workers the scaler starts get the server's SPOOL_CACHE_DIR: keep their cache in the temp dir.
     const saved = process.env.SPOOL_CACHE_DIR;
     process.env.SPOOL_CACHE_DIR = bare.dir;
-    using _restore = { [Symbol.dispose]: () => void (saved === undefined ? delete process.env.SPOOL_CACHE_DIR : (process.env.SPOOL_CACHE_DIR = saved)) };
+    using _restore = {
+      [Symbol.dispose]: () => void (saved === undefined ? delete process.env.SPOOL_CACHE_DIR : (process.env.SPOOL_CACHE_DIR = saved)),
+    };
     await using srv = await startTestServer({
       server: { takeWaitMs: 30_000, stopWaitMs: 30_000 },
       endpoints: { "image-fast": { handler: bare.exe, workersMin: 0, workersMax: 1, idleTimeout: 60 } },

@@ -1,8 +1,29 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import { cacheBase, extractInto, mountedNoexec, NativeCache, PRUNE_AFTER_MS, pruneAll, type NativeManifest } from "../../runtime/build/native-cache.ts";
+import {
+  cacheBase,
+  extractInto,
+  mountedNoexec,
+  NativeCache,
+  PRUNE_AFTER_MS,
+  pruneAll,
+  type NativeManifest,
+} from "../../runtime/build/native-cache.ts";
 
 const dirs: string[] = [];
 const tempDir = (prefix = "spool-native-") => {
@@ -84,7 +105,10 @@ describe("native cache", () => {
     stamp.files[0].mtimeMs = statSync(target).mtimeMs;
     writeFileSync(stampFile, JSON.stringify(stamp));
     const warnings: string[] = [];
-    const loaded = new NativeCache(m, { SPOOL_CACHE_DIR: cacheDir }, (w) => warnings.push(w)).loadAddon(m.files[0]!.path) as Record<string, unknown>;
+    const loaded = new NativeCache(m, { SPOOL_CACHE_DIR: cacheDir }, (w) => warnings.push(w)).loadAddon(m.files[0]!.path) as Record<
+      string,
+      unknown
+    >;
     expect(typeof loaded.libvipsVersion).toBe("function"); // sharp's addon, loaded with its libvips beside it
     expect(warnings).toEqual([expect.stringContaining(`loading ${m.files[0]!.path} from ${root} failed`)]);
     expect(readFileSync(target).equals(readFileSync(m.files[0]!.source))).toBe(true);
@@ -93,11 +117,15 @@ describe("native cache", () => {
   test("simultaneous first starts in separate processes all get a whole entry", async () => {
     const m = diskManifest();
     const base = tempDir();
-    const script = `import { extractInto } from ${JSON.stringify(join(import.meta.dir, "../../runtime/build/native-cache.ts"))};\n` + `console.log(extractInto(${JSON.stringify(m)}, ${JSON.stringify(base)}));\n`;
+    const script =
+      `import { extractInto } from ${JSON.stringify(join(import.meta.dir, "../../runtime/build/native-cache.ts"))};\n` +
+      `console.log(extractInto(${JSON.stringify(m)}, ${JSON.stringify(base)}));\n`;
     const file = join(tempDir(), "extract.ts");
     writeFileSync(file, script);
     const procs = Array.from({ length: 4 }, () => Bun.spawn([process.execPath, file], { stdout: "pipe", stderr: "pipe" }));
-    const outs = await Promise.all(procs.map(async (p) => [await p.exited, (await new Response(p.stdout).text()).trim(), await new Response(p.stderr).text()]));
+    const outs = await Promise.all(
+      procs.map(async (p) => [await p.exited, (await new Response(p.stdout).text()).trim(), await new Response(p.stderr).text()]),
+    );
     expect(outs).toEqual(Array(4).fill([0, join(base, "native-0123456789abcdef"), ""]));
     expect(contents(join(base, "native-0123456789abcdef"), m)).toEqual([true, true, true]);
     expect(readdirSync(base)).toEqual(["native-0123456789abcdef"]);
@@ -167,7 +195,9 @@ describe("native cache", () => {
       expect(own.startsWith(`${shared}-`)).toBe(true);
       expect(lstatSync(own).isDirectory()).toBe(true);
       expect(statSync(own).mode & 0o777).toBe(0o700);
-      expect(warnings).toEqual([expect.stringContaining(`); ${shared} is not safe to use (${why}), so using ${own} for this process only. Set SPOOL_CACHE_DIR to`)]);
+      expect(warnings).toEqual([
+        expect.stringContaining(`); ${shared} is not safe to use (${why}), so using ${own} for this process only. Set SPOOL_CACHE_DIR to`),
+      ]);
     }
   });
 

@@ -38,7 +38,9 @@ describe("the native build plugin's rewrites", () => {
 
   test("a computed require of a package name fails as not bundled; builtins and paths still load", () => {
     const guarded = guardDynamicRequires("module.exports = (name) => { try { return require(name); } catch (e) { return e.message; } };");
-    const load = new Function("module", "require", `${guarded}; return module.exports;`)({ exports: {} }, require) as (n: string) => unknown;
+    const load = new Function("module", "require", `${guarded}; return module.exports;`)({ exports: {} }, require) as (
+      n: string,
+    ) => unknown;
     expect(load("long")).toBe("Cannot find module 'long': it is not bundled into this binary");
     expect(load("node:path")).toBe(require("node:path"));
     expect(load(join(ROOT, "package.json"))).toMatchObject({ name: "spool" });
@@ -52,9 +54,17 @@ describe("the native build plugin's rewrites", () => {
       const entry = join(dir, "entry.ts");
       writeFileSync(entry, `import { pack } from ${JSON.stringify(require.resolve("msgpackr"))};\nconsole.log(pack({ a: 1 }).length);\n`);
       const warnings: string[] = [];
-      const result = await Bun.build({ entrypoints: [entry], target: "bun", plugins: [nativePlugin({ projectRoot: ROOT, target: hostTarget(), onDone: () => {}, onWarning: (w) => warnings.push(w) })] });
+      const result = await Bun.build({
+        entrypoints: [entry],
+        target: "bun",
+        plugins: [nativePlugin({ projectRoot: ROOT, target: hostTarget(), onDone: () => {}, onWarning: (w) => warnings.push(w) })],
+      });
       expect(result.success).toBe(true);
-      expect(warnings).toEqual([expect.stringMatching(/^msgpackr-extract finds its native addon at run time through node-gyp-build-optional-packages; a single-file build cannot embed it/)]);
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          /^msgpackr-extract finds its native addon at run time through node-gyp-build-optional-packages; a single-file build cannot embed it/,
+        ),
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -27,7 +27,11 @@ afterAll(() => {
 function buildServer(): Built {
   const dir = mkdtempSync(join(tmpdir(), "spool-built-"));
   const binary = join(dir, "spool");
-  const r = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", "--server", "--outfile", binary], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", "--server", "--outfile", binary], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const output = r.stdout.toString() + r.stderr.toString();
   if (r.exitCode !== 0) throw new Error(`spool build --server failed (exit ${r.exitCode}):\n${output}`);
   return { binary, output, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
@@ -48,12 +52,17 @@ describe("a compiled server", () => {
     const { url, key } = await serving(proc);
     const auth = { authorization: `Bearer ${key}` };
 
-    const res = await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input: { hello: "compiled" } }) });
+    const res = await fetch(`${url}/v2/echo/runsync`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ input: { hello: "compiled" } }),
+    });
     expect(await res.json()).toMatchObject({ status: "COMPLETED", output: { hello: "compiled" } });
     // Its store's checkpoint thread runs inside the binary too: the log reaches the database file.
     const db = join(bare.dir, "data", "spool.db");
     const before = statSync(db).size;
-    for (let i = 0; i < 50; i++) await fetch(`${url}/v2/echo/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { pad: "x".repeat(4000) } }) });
+    for (let i = 0; i < 50; i++)
+      await fetch(`${url}/v2/echo/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { pad: "x".repeat(4000) } }) });
     await until(() => statSync(db).size > before, "the compiled server's checkpoint thread to copy the log into spool.db");
 
     const docs = await fetch(`${url}/docs/scalar.js`);
@@ -76,7 +85,9 @@ describe("a compiled server", () => {
     const r = Bun.spawnSync([worker.binary, "--help"], { cwd: bare.dir, stdout: "pipe", stderr: "pipe" });
     const name = `./${worker.binary.split("/").pop()}`;
     expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: "" });
-    expect(r.stdout.toString()).toContain(`usage: ${name} [--url URL] [--endpoint ID] [--api-key KEY] [--worker-id ID] [--input JSON] [--no-supervise]\n`);
+    expect(r.stdout.toString()).toContain(
+      `usage: ${name} [--url URL] [--endpoint ID] [--api-key KEY] [--worker-id ID] [--input JSON] [--no-supervise]\n`,
+    );
   });
 
   test("refuses handler sources with the way to build them", async () => {

@@ -13,12 +13,20 @@ const messages = [{ role: "user" as const, content: "Name a colour." }];
 
 /** A chat job through the job API and an OpenAI-compatible stream, both answered by the running binary. */
 async function chatAndStream(srv: TestServer): Promise<string> {
-  const [code, body] = await srv.json("POST", "/v2/text/runsync?wait=120000", { input: { messages, sampling_params: { max_tokens: 8, seed: 1 } } });
+  const [code, body] = await srv.json("POST", "/v2/text/runsync?wait=120000", {
+    input: { messages, sampling_params: { max_tokens: 8, seed: 1 } },
+  });
   expect(code).toBe(200);
   expect(body).toMatchObject({ status: "COMPLETED", output: [{ choices: [{ tokens: [expect.any(String)] }], usage: { output: 8 } }] });
 
   const client = new OpenAI({ apiKey: srv.key, baseURL: `${srv.url}/v2/text/openai/v1`, maxRetries: 0 });
-  const stream = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 12, stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({
+    model: "tiny",
+    messages,
+    max_tokens: 12,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
   for await (const chunk of stream) chunks.push(chunk);
   expect(chunks[0]!.choices[0]!.delta.role).toBe("assistant");

@@ -20,30 +20,61 @@ describe("a user handler with native packages", () => {
 
     // A cache dir that cannot be created: the binary says so and extracts into the temp dir.
     writeFileSync(join(bare.dir, "not-a-dir"), "");
-    await using fallback = bare.start(["--input", JSON.stringify({ width: 2, height: 2 })], { SPOOL_CACHE_DIR: join(bare.dir, "not-a-dir"), TMPDIR: join(bare.dir, "tmp") });
+    await using fallback = bare.start(["--input", JSON.stringify({ width: 2, height: 2 })], {
+      SPOOL_CACHE_DIR: join(bare.dir, "not-a-dir"),
+      TMPDIR: join(bare.dir, "tmp"),
+    });
     expect(await fallback.proc.exited).toBe(0);
     expect(fallback.lines.join("\n")).toContain(`spool: native cache ${join(bare.dir, "not-a-dir", "spool")} is not usable (ENOTDIR`);
     expect(readdirSync(join(bare.dir, "tmp", `spool-cache-${process.getuid!()}`)).filter((n) => n.startsWith("native-"))).toHaveLength(1);
   }, 60_000);
 
-  test.if(!ortCudaProvider())("--gpu cuda without onnxruntime's CUDA libraries fails the build with the command that installs them", () => {
-    const dir = mkdtempSync(join(tmpdir(), "spool-gpu-"));
-    try {
-      const outfile = join(dir, "image-cuda");
-      const r = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", join(ROOT, "handlers/image/fast.ts"), "--gpu", "cuda", "--outfile", outfile], { cwd: ROOT });
-      const out = r.stdout.toString() + r.stderr.toString();
-      expect(r.exitCode).toBe(1);
-      expect(out).toContain("onnxruntime-node has no CUDA provider libraries (libonnxruntime_providers_cuda.so");
-      expect(out).toContain("ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install.js");
-      expect(existsSync(outfile)).toBe(false);
-      expect(readdirSync(dir)).toEqual([]); // no partial file left behind either
-      // A failed build leaves an earlier binary at the same path as it was.
-      writeFileSync(outfile, "an earlier build");
-      const again = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", join(ROOT, "handlers/image/fast.ts"), "--gpu", "cuda", "--outfile", outfile], { cwd: ROOT });
-      expect(again.exitCode).toBe(1);
-      expect(readFileSync(outfile, "utf8")).toBe("an earlier build");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 60_000);
+  test.if(!ortCudaProvider())(
+    "--gpu cuda without onnxruntime's CUDA libraries fails the build with the command that installs them",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "spool-gpu-"));
+      try {
+        const outfile = join(dir, "image-cuda");
+        const r = Bun.spawnSync(
+          [
+            process.execPath,
+            join(ROOT, "runtime/cli.ts"),
+            "build",
+            join(ROOT, "handlers/image/fast.ts"),
+            "--gpu",
+            "cuda",
+            "--outfile",
+            outfile,
+          ],
+          { cwd: ROOT },
+        );
+        const out = r.stdout.toString() + r.stderr.toString();
+        expect(r.exitCode).toBe(1);
+        expect(out).toContain("onnxruntime-node has no CUDA provider libraries (libonnxruntime_providers_cuda.so");
+        expect(out).toContain("ONNXRUNTIME_NODE_INSTALL=cuda12 node script/install.js");
+        expect(existsSync(outfile)).toBe(false);
+        expect(readdirSync(dir)).toEqual([]); // no partial file left behind either
+        // A failed build leaves an earlier binary at the same path as it was.
+        writeFileSync(outfile, "an earlier build");
+        const again = Bun.spawnSync(
+          [
+            process.execPath,
+            join(ROOT, "runtime/cli.ts"),
+            "build",
+            join(ROOT, "handlers/image/fast.ts"),
+            "--gpu",
+            "cuda",
+            "--outfile",
+            outfile,
+          ],
+          { cwd: ROOT },
+        );
+        expect(again.exitCode).toBe(1);
+        expect(readFileSync(outfile, "utf8")).toBe("an earlier build");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 });

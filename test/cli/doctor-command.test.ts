@@ -32,7 +32,12 @@ describe("spool doctor", () => {
     const proc = Bun.spawn([process.execPath, CLI, "doctor"], { stdout: "pipe", stderr: "pipe" });
     const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
     expect(code).toBe(0);
-    for (const section of ["Devices", "Libraries (loaded with dlopen)", "Image handler (onnxruntime-node): devices for options.device", "Text handler (node-llama-cpp): devices for options.device"]) {
+    for (const section of [
+      "Devices",
+      "Libraries (loaded with dlopen)",
+      "Image handler (onnxruntime-node): devices for options.device",
+      "Text handler (node-llama-cpp): devices for options.device",
+    ]) {
       expect(out).toContain(`\n${section}\n`);
     }
     // the CPU provider is bundled: it always runs
@@ -41,7 +46,12 @@ describe("spool doctor", () => {
     for (const lib of Object.keys(SYMBOL)) {
       expect(out).toMatch(new RegExp(`\\n  ${loads(lib) ? "ok" : "--"}    ${lib.replaceAll(".", "\\.")} `));
     }
-    const ortBin = join(dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")), "bin/napi-v6", process.platform, process.arch);
+    const ortBin = join(
+      dirname(createRequire(import.meta.url).resolve("onnxruntime-node/package.json")),
+      "bin/napi-v6",
+      process.platform,
+      process.arch,
+    );
     if (!existsSync(join(ortBin, "libonnxruntime_providers_cuda.so"))) {
       expect(out).toContain("--    cuda    the CUDA provider is not installed");
       expect(out).toContain(`To add what is missing:\n  ${INSTALL_HINTS.ortCuda}`);

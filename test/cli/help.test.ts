@@ -47,7 +47,11 @@ describe("spool explains itself", () => {
   });
 
   test("spool --version prints the version; the general help lists every command", async () => {
-    expect(await spool("--version")).toEqual({ code: 0, out: `spool ${pkg.version} (bun ${Bun.version}, ${process.platform}-${process.arch})\n`, err: "" });
+    expect(await spool("--version")).toEqual({
+      code: 0,
+      out: `spool ${pkg.version} (bun ${Bun.version}, ${process.platform}-${process.arch})\n`,
+      err: "",
+    });
     expect((await spool("-v")).out).toBe((await spool("--version")).out);
     const help = await spool("--help");
     expect(help.code).toBe(0);

@@ -19,7 +19,15 @@ test("spool init writes a project that depends on this Spool, with its zod and B
   expect(r.code).toBe(0);
   expect(r.stdout).toContain("Created my-worker in");
   const project = join(dir, "My Worker");
-  expect(readdirSync(project).sort()).toEqual([".gitignore", "README.md", "package.json", "spool.toml", "src", "test_input.json", "tsconfig.json"]);
+  expect(readdirSync(project).sort()).toEqual([
+    ".gitignore",
+    "README.md",
+    "package.json",
+    "spool.toml",
+    "src",
+    "test_input.json",
+    "tsconfig.json",
+  ]);
   expect(readdirSync(join(project, "src")).sort()).toEqual(["handler.test.ts", "handler.ts"]);
   expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toEqual({
     name: "my-worker",
@@ -33,7 +41,11 @@ test("spool init writes a project that depends on this Spool, with its zod and B
       build: "spool build src/handler.ts --outfile dist/hello-worker",
     },
     dependencies: { spool: expect.stringMatching(/^file:/), zod: own.dependencies.zod },
-    devDependencies: { "@types/bun": own.devDependencies["@types/bun"], bun: own.dependencies.bun, typescript: own.devDependencies.typescript },
+    devDependencies: {
+      "@types/bun": own.devDependencies["@types/bun"],
+      bun: own.dependencies.bun,
+      typescript: own.devDependencies.typescript,
+    },
   });
   const spec = JSON.parse(readFileSync(join(project, "package.json"), "utf8")).dependencies.spool as string;
   // A path is written relative to the project, as npm resolves file: specs.

@@ -13,9 +13,14 @@ test("a second spool serve on a port in use exits 2 naming the port, and the fir
     writeFileSync(config, '[server]\nhost = "0.0.0.0"\n'); // no endpoints: no workers to start
     await using first = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, "a"), "--config", config]);
     const [, url, port] = await first.waitFor(/Spool listening on (http:\/\/\S+:(\d+))/);
-    const second = Bun.spawnSync([process.execPath, CLI, "serve", "--port", port!, "--data", join(dir, "b"), "--config", config], { stderr: "pipe", timeout: 60_000 });
+    const second = Bun.spawnSync([process.execPath, CLI, "serve", "--port", port!, "--data", join(dir, "b"), "--config", config], {
+      stderr: "pipe",
+      timeout: 60_000,
+    });
     expect(second.exitCode).toBe(2);
-    expect(second.stderr.toString()).toStartWith(`spool: port ${port} on 0.0.0.0 is in use by another process: stop it, or give this server another --port\n`);
+    expect(second.stderr.toString()).toStartWith(
+      `spool: port ${port} on 0.0.0.0 is in use by another process: stop it, or give this server another --port\n`,
+    );
     // Only the first server answers: its key works on every request.
     const key = /spool_[A-Za-z0-9_-]+/.exec(first.lines.join("\n"))![0];
     for (let i = 0; i < 8; i++) {

@@ -5,7 +5,11 @@ const FIXTURE = resolve(import.meta.dir, "../fixtures/stray-error-fixture.ts");
 
 test("a guarded process logs an unhandled rejection and an uncaught exception with their stacks and goes on", () => {
   const run = Bun.spawnSync([process.execPath, FIXTURE], { stdout: "pipe", stderr: "pipe" });
-  const logged = run.stderr.toString().trim().split("\n").map((l) => JSON.parse(l));
+  const logged = run.stderr
+    .toString()
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   expect(run.exitCode).toBe(0);
   expect(run.stdout.toString()).toBe("still serving\n");
   expect(logged.map((l) => [l.level, l.msg, l.error])).toEqual([

@@ -22,7 +22,8 @@ test("two spool serve on one host with one card: the second waits for it, and ta
     // The fixture handler writes the CUDA_VISIBLE_DEVICES its worker process got into its endpoint's folder.
     const env = { ...process.env, PATH: smi.path };
     const seen = join(dir, "a", "endpoints", "ep", "gpu-seen");
-    const serve = (data: string) => spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, data), "--config", config], { env });
+    const serve = (data: string) =>
+      spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, data), "--config", config], { env });
     const started = /"msg":"started worker".*"gpus":\["([^"]+)"\]/;
 
     await using first = serve("a");

@@ -9,8 +9,15 @@ test("spool serve refuses, at once and by name, an endpoint that needs a GPU whe
   const dir = mkdtempSync(join(tmpdir(), "spool-gpu-refusal-"));
   try {
     const config = join(dir, "spool.toml");
-    writeFileSync(config, `[server]\ngpus = []\n\n[endpoints.img]\nhandler = "${resolve(import.meta.dir, "../../handlers/image/fast.ts")}"\n[endpoints.img.options]\ndevice = "cuda"\n`);
-    const proc = Bun.spawn([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, "data"), "--config", config], { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    writeFileSync(
+      config,
+      `[server]\ngpus = []\n\n[endpoints.img]\nhandler = "${resolve(import.meta.dir, "../../handlers/image/fast.ts")}"\n[endpoints.img.options]\ndevice = "cuda"\n`,
+    );
+    const proc = Bun.spawn([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, "data"), "--config", config], {
+      stdout: "pipe",
+      stderr: "pipe",
+      stdin: "ignore",
+    });
     const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     expect({ code, out }).toEqual({ code: 2, out: "" });
     expect(err).toStartWith(

@@ -18,8 +18,14 @@ test("a second SIGTERM to spool serve exits at once, without waiting for a worke
     const [, url] = await serve.waitFor(/Spool listening on (http:\/\/\S+)/);
     const key = /spool_[A-Za-z0-9_-]+/.exec(serve.lines.join("\n"))![0];
     const headers = { authorization: `Bearer ${key}` };
-    const { id } = (await (await fetch(`${url}/v2/ep/run`, { method: "POST", headers, body: JSON.stringify({ input: { hold: true } }) })).json()) as { id: string };
-    await until(async () => ((await (await fetch(`${url}/v2/ep/status/${id}`, { headers })).json()) as { status: string }).status === "IN_PROGRESS", "the job to run", 60_000);
+    const { id } = (await (
+      await fetch(`${url}/v2/ep/run`, { method: "POST", headers, body: JSON.stringify({ input: { hold: true } }) })
+    ).json()) as { id: string };
+    await until(
+      async () => ((await (await fetch(`${url}/v2/ep/status/${id}`, { headers })).json()) as { status: string }).status === "IN_PROGRESS",
+      "the job to run",
+      60_000,
+    );
 
     serve.proc.kill("SIGTERM");
     await serve.waitFor(/workers drain their jobs first/);

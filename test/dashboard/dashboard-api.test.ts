@@ -49,11 +49,17 @@ describe("the dashboard's JSON", () => {
     const [, limited] = await srv.json("GET", "/dashboard/api/endpoints", undefined, { auth: echoOnly });
     expect(limited.endpoints.map((e: any) => e.id)).toEqual(["echo"]);
     expect(limited.key).toEqual({ name: "e", scope: "read-only", endpoints: ["echo"] });
-    expect(await srv.json("GET", "/dashboard/api/endpoints/slow/jobs/x", undefined, { auth: echoOnly })).toEqual([401, { error: "this API key is restricted to endpoints echo" }]);
+    expect(await srv.json("GET", "/dashboard/api/endpoints/slow/jobs/x", undefined, { auth: echoOnly })).toEqual([
+      401,
+      { error: "this API key is restricted to endpoints echo" },
+    ]);
 
     const worker = (await createKey(srv.store, "w", now, { scope: "worker" })).key;
     expect((await srv.json("GET", "/dashboard/api/endpoints", undefined, { auth: worker }))[0]).toBe(401);
-    expect(await srv.json("GET", "/dashboard/api/endpoints", undefined, { auth: "Bearer nope" })).toEqual([401, { error: "invalid or revoked API key" }]);
+    expect(await srv.json("GET", "/dashboard/api/endpoints", undefined, { auth: "Bearer nope" })).toEqual([
+      401,
+      { error: "invalid or revoked API key" },
+    ]);
     expect((await srv.json("GET", "/dashboard/api/endpoints", undefined, { auth: null }))[0]).toBe(401);
     expect((await srv.json("GET", "/dashboard/api/endpoints/nope/jobs/x"))[0]).toBe(404);
   });
@@ -69,8 +75,23 @@ describe("the dashboard's JSON", () => {
     const [status, job] = await srv.json("GET", `/dashboard/api/endpoints/echo/jobs/${id}`);
     expect(status).toBe(200);
     expect(JSON.stringify(job)).not.toContain("secret-value");
-    expect(job).toMatchObject({ id, status: "COMPLETED", input: { prompt: "hi" }, output: { ok: true }, workerId: "w1", stream: [{ output: "a" }], streamChunks: 1, retries: 0, losses: 0, sync: false });
-    expect(Object.keys(job).filter((k) => k.endsWith("At")).sort()).toEqual(["completedAt", "createdAt", "expiresAt", "queuedAt", "startedAt"]);
+    expect(job).toMatchObject({
+      id,
+      status: "COMPLETED",
+      input: { prompt: "hi" },
+      output: { ok: true },
+      workerId: "w1",
+      stream: [{ output: "a" }],
+      streamChunks: 1,
+      retries: 0,
+      losses: 0,
+      sync: false,
+    });
+    expect(
+      Object.keys(job)
+        .filter((k) => k.endsWith("At"))
+        .sort(),
+    ).toEqual(["completedAt", "createdAt", "expiresAt", "queuedAt", "startedAt"]);
 
     const other = (await createKey(srv.store, "other", srv.clock.now(), { scope: "client" })).key;
     const [, seenByOther] = await srv.json("GET", `/dashboard/api/endpoints/echo/jobs/${id}`, undefined, { auth: other });
@@ -80,7 +101,12 @@ describe("the dashboard's JSON", () => {
 
     // The endpoint's recent figures count the job that ended.
     const [, stats] = await srv.json("GET", "/dashboard/api/endpoints/echo/stats");
-    expect(stats).toMatchObject({ endpointId: "echo", jobsPerMinute: 1, delayMs: { p50: expect.any(Number) }, executionMs: { p50: expect.any(Number) } });
+    expect(stats).toMatchObject({
+      endpointId: "echo",
+      jobsPerMinute: 1,
+      delayMs: { p50: expect.any(Number) },
+      executionMs: { p50: expect.any(Number) },
+    });
     expect(stats.series.reduce((n: number, m: any) => n + m.ended, 0)).toBe(1);
     expect((await srv.json("GET", "/dashboard/api/endpoints/echo/stats", undefined, { auth: other }))[0]).toBe(200);
   });

@@ -60,7 +60,12 @@ export async function startDashboardServer(): Promise<DashboardServer> {
       echo: { handler: join(root, "handlers/examples/echo.ts"), workersMax: 0, rateLimits: unlimited },
       slow: { handler: join(root, "handlers/examples/slow.ts"), workersMax: 0, rateLimits: unlimited },
       gated: { workersMax: 0, rateLimits: unlimited },
-      "image-fast": { handler: join(root, "handlers/image/fast.ts"), workersMax: 0, options: tinyOptions(models, "fast"), rateLimits: unlimited },
+      "image-fast": {
+        handler: join(root, "handlers/image/fast.ts"),
+        workersMax: 0,
+        options: tinyOptions(models, "fast"),
+        rateLimits: unlimited,
+      },
       text: { handler: TEXT_HANDLER, workersMax: 0, options: textOptions, rateLimits: unlimited },
     },
   });

@@ -120,7 +120,9 @@ describe("dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Run" }).click();
     const img = page.getByTestId("output-image");
     await img.waitFor();
-    await page.waitForFunction('document.querySelector("[data-testid=output-image]")?.complete && document.querySelector("[data-testid=output-image]").naturalWidth > 0');
+    await page.waitForFunction(
+      'document.querySelector("[data-testid=output-image]")?.complete && document.querySelector("[data-testid=output-image]").naturalWidth > 0',
+    );
     expect(await img.evaluate((el: any) => [el.naturalWidth, el.naturalHeight])).toEqual([320, 256]);
     await textBecomes(page.getByTestId("run-status"), "COMPLETED");
     await textBecomes(page.getByTestId("run-cost"), "$0.000196608"); // 320*256/1e6 * 0.0024
@@ -173,10 +175,16 @@ describe("dashboard in a real browser", () => {
     const page = await signedIn(env.srv.key);
     await page.goto(`${env.srv.url}/dashboard#/endpoints/gated/jobs/${id}`);
     await page.getByTestId("job-status").filter({ hasText: "FAILED" }).waitFor();
-    await page.getByTestId("retries").filter({ hasText: /^0 \/ 0$/ }).waitFor();
+    await page
+      .getByTestId("retries")
+      .filter({ hasText: /^0 \/ 0$/ })
+      .waitFor();
     await page.getByRole("button", { name: "Retry" }).click();
     // The retried run fails again; the page shows it as the job's second run, without a reload.
-    await page.getByTestId("retries").filter({ hasText: /^1 \/ 0$/ }).waitFor();
+    await page
+      .getByTestId("retries")
+      .filter({ hasText: /^1 \/ 0$/ })
+      .waitFor();
     await page.getByTestId("job-status").filter({ hasText: "FAILED" }).waitFor();
     expect((await env.srv.json("GET", `/v2/gated/status/${id}`))[1].status).toBe("FAILED");
     await page.context().close();
@@ -224,7 +232,10 @@ describe("dashboard in a real browser", () => {
   test("the job list filters by status and pages", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 22; i++) ids.push((await env.srv.json("POST", "/v2/echo/run", { input: { i } }))[1].id);
-    await until(async () => (await env.srv.json("GET", `/v2/echo/status/${ids.at(-1)}`))[1].status === "COMPLETED", "the echo jobs to complete");
+    await until(
+      async () => (await env.srv.json("GET", `/v2/echo/status/${ids.at(-1)}`))[1].status === "COMPLETED",
+      "the echo jobs to complete",
+    );
     const page = await signedIn(env.srv.key);
     await page.goto(`${env.srv.url}/dashboard#/endpoints/echo`);
     await page.getByLabel("Status").selectOption("COMPLETED");
@@ -234,7 +245,9 @@ describe("dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Older" }).click();
     await page.getByText("page 2").waitFor();
     await page.locator(`tr[data-job="${ids[1]}"]`).waitFor();
-    expect(await page.locator('tbody [data-status]').evaluateAll((els: any[]) => els.every((el) => el.dataset.status === "COMPLETED"))).toBe(true);
+    expect(
+      await page.locator("tbody [data-status]").evaluateAll((els: any[]) => els.every((el) => el.dataset.status === "COMPLETED")),
+    ).toBe(true);
     // Cancelled jobs of slow (from the tests above) and nothing else.
     await page.goto(`${env.srv.url}/dashboard#/endpoints/slow`);
     await page.getByLabel("Status").selectOption("CANCELLED");
@@ -248,7 +261,10 @@ describe("dashboard in a real browser", () => {
 
   test("purge from the page removes the queued jobs, not the running one", async () => {
     const [, running] = await env.srv.json("POST", "/v2/gated/run", { input: { text: "held" } });
-    await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "IN_PROGRESS", "the gated job to run");
+    await until(
+      async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "IN_PROGRESS",
+      "the gated job to run",
+    );
     const queued: string[] = [];
     for (let i = 0; i < 2; i++) queued.push((await env.srv.json("POST", "/v2/gated/run", { input: { text: `queued ${i}` } }))[1].id);
     const page = await signedIn(env.srv.key);
@@ -262,7 +278,10 @@ describe("dashboard in a real browser", () => {
     await page.locator(`tr[data-job="${running.id}"]`).waitFor();
     expect((await env.srv.json("GET", "/v2/gated/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
     env.gate.release();
-    await until(async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "COMPLETED", "the held job to complete");
+    await until(
+      async () => (await env.srv.json("GET", `/v2/gated/status/${running.id}`))[1].status === "COMPLETED",
+      "the held job to complete",
+    );
     await page.context().close();
   });
 

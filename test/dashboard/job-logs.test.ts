@@ -28,7 +28,13 @@ test("the job view shows the job's log lines as they come, in order; the endpoin
     // Live: the five lines are there while the job still runs (the fixture holds it).
     await until(async () => (await messages.count()) >= 5, "the first five lines on the page", 30_000);
     expect(await page.getByTestId("job-status").textContent()).toBe("IN_PROGRESS");
-    expect(await messages.allTextContents()).toEqual(["console.log line 1", 'ctx.log line {"step":2}', "stdout line 3", "console.error line 4", "stderr line 5"]);
+    expect(await messages.allTextContents()).toEqual([
+      "console.log line 1",
+      'ctx.log line {"step":2}',
+      "stdout line 3",
+      "console.error line 4",
+      "stderr line 5",
+    ]);
     writeFileSync(release, "");
     await until(async () => (await page.getByTestId("job-status").textContent()) === "COMPLETED", "the job to complete on the page");
     await until(async () => (await messages.count()) === 6, "the last line");

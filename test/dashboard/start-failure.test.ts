@@ -36,5 +36,6 @@ test("the endpoint card shows why its workers cannot start, and what happens to 
   const waiting = page.locator('[data-endpoint="waits"] [data-start-error]');
   await waiting.waitFor();
   expect(await waiting.textContent()).toContain("Jobs stay queued (this endpoint keeps them while workers fail to start).");
-  if (process.env.SPOOL_SCREENSHOTS) await page.screenshot({ path: join(process.env.SPOOL_SCREENSHOTS, "start-failure.png"), fullPage: true });
+  if (process.env.SPOOL_SCREENSHOTS)
+    await page.screenshot({ path: join(process.env.SPOOL_SCREENSHOTS, "start-failure.png"), fullPage: true });
 }, 60_000);

@@ -20,7 +20,10 @@ type Backend = "sqlite" | "redis";
 /** The server the manifests describe: their spool.toml's endpoints, on a real port, on either store. */
 async function manifestServer(clock: ManualClock, backend: Backend): Promise<TestServer> {
   const toml = Bun.TOML.parse(manifest(all, "server.yaml", "ConfigMap", "spool-config").data["spool.toml"]) as any;
-  const store = backend === "redis" ? await createStore(`${await redisUrl()}?prefix=keda-${crypto.randomUUID().slice(0, 8)}`, storeOptions(parseConfig({}))) : undefined;
+  const store =
+    backend === "redis"
+      ? await createStore(`${await redisUrl()}?prefix=keda-${crypto.randomUUID().slice(0, 8)}`, storeOptions(parseConfig({})))
+      : undefined;
   return startTestServer({ clock, store, server: { provider: toml.server.provider }, endpoints: toml.endpoints });
 }
 
@@ -131,7 +134,10 @@ describe.each<Backend>(["sqlite", "redis"])("KEDA reads Spool's scale rule (%s s
     };
     expect((await get("/v2/embed/scaling", await keyOf("read-only")))[0]).toBe(200);
     expect((await get("/v2/embed/scaling", await keyOf("client")))[0]).toBe(200);
-    expect(await get("/v2/embed/scaling", await keyOf("worker"))).toEqual([401, { error: "this API key is a worker key; scaling needs a client key" }]);
+    expect(await get("/v2/embed/scaling", await keyOf("worker"))).toEqual([
+      401,
+      { error: "this API key is a worker key; scaling needs a client key" },
+    ]);
     expect(await get("/v2/nope/scaling", srv.key)).toEqual([404, { error: "endpoint nope not found" }]);
   });
 });

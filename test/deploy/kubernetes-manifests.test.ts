@@ -7,7 +7,10 @@ import { loadManifests, manifest, MANIFEST_DIR, serverConfig, type Manifest } fr
 /** The model class of a manifest from kubernetes-models (core) or @kubernetes-models/keda (KEDA's CRDs). */
 async function modelOf(doc: { apiVersion: string; kind: string }): Promise<new (data: unknown) => { validate(): void }> {
   const [group, version] = doc.apiVersion.includes("/") ? doc.apiVersion.split("/") : ["", doc.apiVersion];
-  const path = group === "keda.sh" ? `@kubernetes-models/keda/keda.sh/${version}/${doc.kind}` : `kubernetes-models/${group ? `${group}/` : ""}${version}/${doc.kind}`;
+  const path =
+    group === "keda.sh"
+      ? `@kubernetes-models/keda/keda.sh/${version}/${doc.kind}`
+      : `kubernetes-models/${group ? `${group}/` : ""}${version}/${doc.kind}`;
   const mod = await import(path);
   return mod[doc.kind];
 }
@@ -59,7 +62,9 @@ describe("the Kubernetes manifests in docs/deploy/kubernetes", () => {
     // The server answers for that host (server.allowedHosts), and for the pod IP its probes use.
     const hosts = new AllowedHosts(config.server);
     expect([hosts.allows(new URL(base).host), hosts.allows("10.244.1.7:8080")]).toEqual([true, true]);
-    for (const m of all) for (const url of JSON.stringify(m.doc).match(/http:\/\/spool[^"/]*/g) ?? []) expect([m.file, hosts.allows(new URL(url).host)]).toEqual([m.file, true]);
+    for (const m of all)
+      for (const url of JSON.stringify(m.doc).match(/http:\/\/spool[^"/]*/g) ?? [])
+        expect([m.file, hosts.allows(new URL(url).host)]).toEqual([m.file, true]);
     const secret = manifest(all, "server.yaml", "Secret", "spool");
     const pods: Array<[string, any]> = [
       ["embed", manifest(all, "cpu-workers.yaml", "Deployment", "spool-embed").spec.template],
@@ -82,7 +87,10 @@ describe("the Kubernetes manifests in docs/deploy/kubernetes", () => {
     const config = serverConfig(all);
     const scaled = manifest(all, "cpu-workers.yaml", "ScaledObject", "spool-embed");
     expect(scaled.spec.scaleTargetRef.name).toBe(manifest(all, "cpu-workers.yaml", "Deployment", "spool-embed").metadata.name);
-    expect([scaled.spec.minReplicaCount, scaled.spec.maxReplicaCount]).toEqual([config.endpoints.embed!.workersMin, config.endpoints.embed!.workersMax]);
+    expect([scaled.spec.minReplicaCount, scaled.spec.maxReplicaCount]).toEqual([
+      config.endpoints.embed!.workersMin,
+      config.endpoints.embed!.workersMax,
+    ]);
     const job = manifest(all, "gpu-workers.yaml", "ScaledJob", "spool-sdxl");
     expect(job.spec.maxReplicaCount).toBe(config.endpoints.sdxl!.workersMax);
     const pod = job.spec.jobTargetRef.template;

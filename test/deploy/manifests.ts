@@ -14,7 +14,9 @@ export interface Manifest {
 /** Every object of every .yaml file in the folder, parsed by a YAML 1.2 parser (errors thrown). */
 export function loadManifests(): Manifest[] {
   const out: Manifest[] = [];
-  for (const file of readdirSync(MANIFEST_DIR).filter((f) => f.endsWith(".yaml")).sort()) {
+  for (const file of readdirSync(MANIFEST_DIR)
+    .filter((f) => f.endsWith(".yaml"))
+    .sort()) {
     for (const d of parseAllDocuments(readFileSync(join(MANIFEST_DIR, file), "utf8"))) {
       if (d.errors.length) throw new Error(`${file}: ${d.errors.map(String).join("; ")}`);
       out.push({ file, doc: d.toJS() });

@@ -3,7 +3,7 @@ import { mismatch, steps } from "./shell-steps.ts";
 
 describe("walk-through steps", () => {
   test("a comment right below a command is its answer; one after a blank line is not", () => {
-    const block = ["# Submit", "curl -s a \\", "  -d x", "# {\"status\":\"COMPLETED\"}", "", "# Next", "curl -s b"].join("\n");
+    const block = ["# Submit", "curl -s a \\", "  -d x", '# {"status":"COMPLETED"}', "", "# Next", "curl -s b"].join("\n");
     expect(steps(block)).toEqual([
       { command: "curl -s a \\\n  -d x", expected: ['{"status":"COMPLETED"}'] },
       { command: "curl -s b", expected: [] },

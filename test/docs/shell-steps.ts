@@ -16,7 +16,7 @@ export function steps(block: string): Step[] {
   for (const line of block.split("\n")) {
     if (pending || line.endsWith("\\")) {
       pending = pending ? `${pending}\n${line}` : line;
-      if (!line.endsWith("\\")) (out.push((attached = { command: pending, expected: [] })), (pending = ""));
+      if (!line.endsWith("\\")) out.push((attached = { command: pending, expected: [] })), (pending = "");
     } else if (!line.trim()) attached = null;
     else if (line.startsWith("#")) attached?.expected.push(line.replace(/^# ?/, ""));
     else out.push((attached = { command: line, expected: [] }));

@@ -35,7 +35,9 @@ afterAll(async () => {
 /** Runs the steps in one shell, in order, and answers each step's output and exit status. */
 async function run(all: Step[]): Promise<{ step: Step; code: number; output: string }[]> {
   const mark = `@@step-${crypto.randomUUID()}@@`;
-  const script = all.map((s) => `${s.command.replaceAll(HOST, srv.url).replaceAll(KEY_PLACEHOLDER, srv.key)}\necho "${mark} $?"`).join("\n");
+  const script = all
+    .map((s) => `${s.command.replaceAll(HOST, srv.url).replaceAll(KEY_PLACEHOLDER, srv.key)}\necho "${mark} $?"`)
+    .join("\n");
   const proc = Bun.spawn(["bash", "-c", script], { cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env } });
   const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   const pieces = stdout.split(new RegExp(`${mark} (\\d+)\\n`));

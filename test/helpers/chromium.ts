@@ -30,7 +30,9 @@ export function chromiumPath(): Promise<string> {
     });
     const code = await install.exited;
     if (code !== 0 || !existsSync(path)) {
-      throw new Error(`chromium is missing and apt-get install chromium failed (exit ${code}): ${await new Response(install.stderr).text()}`);
+      throw new Error(
+        `chromium is missing and apt-get install chromium failed (exit ${code}): ${await new Response(install.stderr).text()}`,
+      );
     }
     return path;
   })();

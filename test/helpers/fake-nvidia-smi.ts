@@ -27,4 +27,5 @@ export function fakeNvidiaSmi(csv: string): FakeNvidiaSmi {
  * Three cards of different memory whose UUIDs do not sort in index order (as on a real host: a
  * UUID says nothing of where the card sits).
  */
-export const MIXED_CARDS = "GPU-c3a9e0f1-0000-4000-8000-000000000003, 0, 24576\nGPU-1b7d2c44-0000-4000-8000-000000000001, 1, 81559\nGPU-8e5f6a10-0000-4000-8000-000000000002, 2, 40960\n";
+export const MIXED_CARDS =
+  "GPU-c3a9e0f1-0000-4000-8000-000000000003, 0, 24576\nGPU-1b7d2c44-0000-4000-8000-000000000001, 1, 81559\nGPU-8e5f6a10-0000-4000-8000-000000000002, 2, 40960\n";

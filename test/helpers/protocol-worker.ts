@@ -15,7 +15,9 @@ export function protocolWorker(srv: TestServer, endpoint: string, workerId: stri
       return res.json();
     },
     async takeBatch(size: number): Promise<any[]> {
-      const res = await srv.call("GET", `${base}/job-take-batch/${workerId}?gpu=test&batch_size=${size}&job_in_progress=0`, undefined, { auth: srv.key });
+      const res = await srv.call("GET", `${base}/job-take-batch/${workerId}?gpu=test&batch_size=${size}&job_in_progress=0`, undefined, {
+        auth: srv.key,
+      });
       if (res.status === 204) return [];
       if (res.status !== 200) throw new Error(`take-batch answered ${res.status}: ${await res.text()}`);
       return (await res.json()) as any[];
@@ -24,7 +26,12 @@ export function protocolWorker(srv: TestServer, endpoint: string, workerId: stri
       post(`${base}/job-done/${workerId}/${jobId}?gpu=test&isStream=${isStream}`, body),
     stream: (jobId: string, output: unknown) => post(`${base}/job-stream/${workerId}/${jobId}?gpu=test&isStream=false`, { output }),
     ping: (runningIds: string[] = []) =>
-      srv.call("GET", `${base}/ping/${workerId}?${runningIds.length ? `job_id=${runningIds.join(",")}&` : ""}runpod_version=1.12.0`, undefined, { auth: srv.key }),
+      srv.call(
+        "GET",
+        `${base}/ping/${workerId}?${runningIds.length ? `job_id=${runningIds.join(",")}&` : ""}runpod_version=1.12.0`,
+        undefined,
+        { auth: srv.key },
+      ),
     async stops(): Promise<string[]> {
       const res = await srv.call("GET", `${base}/job-stop/${workerId}?gpu=test`, undefined, { auth: srv.key });
       if (res.status === 204) return [];

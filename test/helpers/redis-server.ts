@@ -41,14 +41,26 @@ export function redisUrl(): Promise<string> {
     const program = await redisServerPath();
     const dir = mkdtempSync(join(tmpdir(), "spool-redis-"));
     const port = await freePort();
-    const proc = Bun.spawn(
-      [program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir],
-      { stdout: "ignore", stderr: "inherit" },
-    );
+    const proc = Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", dir], {
+      stdout: "ignore",
+      stderr: "inherit",
+    });
     // bun test emits no "exit" event: a detached watchdog ends redis when this process ends.
-    Bun.spawn(["setsid", "bash", "-c", 'tail --pid="$1" -f /dev/null; kill "$2"; rm -rf "$3"', "redis-watchdog", String(process.pid), String(proc.pid), dir], {
-      stdio: ["ignore", "ignore", "ignore"],
-    }).unref();
+    Bun.spawn(
+      [
+        "setsid",
+        "bash",
+        "-c",
+        'tail --pid="$1" -f /dev/null; kill "$2"; rm -rf "$3"',
+        "redis-watchdog",
+        String(process.pid),
+        String(proc.pid),
+        dir,
+      ],
+      {
+        stdio: ["ignore", "ignore", "ignore"],
+      },
+    ).unref();
     const url = `redis://127.0.0.1:${port}`;
     if (await answers(url)) return url;
     throw new Error(`redis-server did not start on port ${port} (${program})`);
@@ -61,12 +73,30 @@ export function redisUrl(): Promise<string> {
  * or restart on the same port (with `aof`, keeping what it held, as a production Redis does);
  * `args` are more redis-server options.
  */
-export async function startOwnRedis(opts: { aof?: boolean; args?: string[] } = {}): Promise<{ url: string; proc: Bun.Subprocess; restart(): Promise<void> } & AsyncDisposable> {
+export async function startOwnRedis(
+  opts: { aof?: boolean; args?: string[] } = {},
+): Promise<{ url: string; proc: Bun.Subprocess; restart(): Promise<void> } & AsyncDisposable> {
   const program = await redisServerPath();
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "spool-own-redis-"));
   const spawn = () =>
-    Bun.spawn([program, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", opts.aof ? "yes" : "no", "--dir", dir, ...(opts.args ?? [])], { stdout: "ignore", stderr: "inherit" });
+    Bun.spawn(
+      [
+        program,
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        opts.aof ? "yes" : "no",
+        "--dir",
+        dir,
+        ...(opts.args ?? []),
+      ],
+      { stdout: "ignore", stderr: "inherit" },
+    );
   const url = `redis://127.0.0.1:${port}`;
   const stop = async (proc: Bun.Subprocess) => {
     proc.kill("SIGCONT");

@@ -61,7 +61,13 @@ export interface StuckWatch {
 }
 
 /** Polls until `pid` is gone, reading the live processes and /health at every turn. */
-export async function watchUntilGone(srv: TestServer, endpoint: string, pid: number, live: () => number[], label: () => Promise<string> = async () => ""): Promise<StuckWatch> {
+export async function watchUntilGone(
+  srv: TestServer,
+  endpoint: string,
+  pid: number,
+  live: () => number[],
+  label: () => Promise<string> = async () => "",
+): Promise<StuckWatch> {
   let maxAlive = 0;
   const shown = new Set<string>();
   await until(

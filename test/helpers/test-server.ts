@@ -59,27 +59,31 @@ export interface TestServer extends AsyncDisposable {
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), "spool-test-"));
   const clock = options.clock ?? systemClock;
-  const config = parseConfig({
-    server: {
-      port: 0,
-      host: "127.0.0.1",
-      data: dataDir,
-      // Empty long-polls answer at once unless a test parks one on purpose (and then it ends
-      // on an event, never on time passing).
-      takeWaitMs: 0,
-      stopWaitMs: 0,
-      streamWaitMs: 0,
-      // Housekeeping runs when a test calls sweep(), after moving its clock.
-      sweepIntervalMs: 3_600_000,
-      // Test receivers listen on loopback.
-      ...(options.loopbackWebhooks === false ? {} : { webhookAllow: ["127.0.0.1", "::1"] }),
-      // GPU locks of this server alone, unless a test shares a folder between servers.
-      gpuLockDir: join(dataDir, "gpu-locks"),
-      ...options.server,
+  const config = parseConfig(
+    {
+      server: {
+        port: 0,
+        host: "127.0.0.1",
+        data: dataDir,
+        // Empty long-polls answer at once unless a test parks one on purpose (and then it ends
+        // on an event, never on time passing).
+        takeWaitMs: 0,
+        stopWaitMs: 0,
+        streamWaitMs: 0,
+        // Housekeeping runs when a test calls sweep(), after moving its clock.
+        sweepIntervalMs: 3_600_000,
+        // Test receivers listen on loopback.
+        ...(options.loopbackWebhooks === false ? {} : { webhookAllow: ["127.0.0.1", "::1"] }),
+        // GPU locks of this server alone, unless a test shares a folder between servers.
+        gpuLockDir: join(dataDir, "gpu-locks"),
+        ...options.server,
+      },
+      // Tests that are not about limits read /requests freely; the limit tests set their own.
+      endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
     },
-    // Tests that are not about limits read /requests freely; the limit tests set their own.
-    endpoints: options.endpoints ?? { echo: { rateLimits: { requests: { requests: 1_000_000 } } } },
-  }, "config", { detectGpus: options.detectGpus ?? (() => []) });
+    "config",
+    { detectGpus: options.detectGpus ?? (() => []) },
+  );
   if (options.configFile) config.configFile = options.configFile;
   const store =
     options.store ??
@@ -90,7 +94,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const jobEvents = new JobEvents((err) => {
     throw err;
   });
-  const server = startServer({ config, store, clock, log: options.log ?? silentLog, jobEvents, provider: options.provider, resolver: options.resolver });
+  const server = startServer({
+    config,
+    store,
+    clock,
+    log: options.log ?? silentLog,
+    jobEvents,
+    provider: options.provider,
+    resolver: options.resolver,
+  });
   await server.ready;
   // The server's own loops (housekeeping, webhook sender, and the scaler when an endpoint names
   // a handler) each park one sleep on a manual clock. Wait until all of them have, however

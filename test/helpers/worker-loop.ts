@@ -19,7 +19,15 @@ export interface TestLoop extends AsyncDisposable {
 export function startLoop(
   srv: TestServer,
   handler: Handler<any, any, any>,
-  options: { endpoint?: string; workerId?: string; clock?: Clock; timeoutGraceMs?: number; drainTimeoutMs?: number; exitWhenIdleMs?: number; handlerOptions?: unknown } = {},
+  options: {
+    endpoint?: string;
+    workerId?: string;
+    clock?: Clock;
+    timeoutGraceMs?: number;
+    drainTimeoutMs?: number;
+    exitWhenIdleMs?: number;
+    handlerOptions?: unknown;
+  } = {},
 ): TestLoop {
   const workerId = options.workerId ?? `w-${crypto.randomUUID().slice(0, 6)}`;
   const clock = options.clock ?? systemClock;

@@ -35,7 +35,19 @@ rateLimits = { run = { requests = 3 } }
 `;
 
 async function startServer(i: number): Promise<{ proc: Spawned; url: string }> {
-  const proc = spawnProcess([BUN, CLI, "serve", "--port", "0", "--data", join(dir, `data-${i}`), "--config", join(dir, "spool.toml"), "--store", store]);
+  const proc = spawnProcess([
+    BUN,
+    CLI,
+    "serve",
+    "--port",
+    "0",
+    "--data",
+    join(dir, `data-${i}`),
+    "--config",
+    join(dir, "spool.toml"),
+    "--store",
+    store,
+  ]);
   const [, url] = await proc.waitFor(/Spool listening on (\S+)/);
   return { proc, url: url! };
 }
@@ -69,10 +81,22 @@ const worker = (i: number, id: string) => ({
     const res = await fetch(`${at(i)}/v2/echo/job-take/${id}?gpu=x&job_in_progress=0`, { headers: { authorization: key } });
     return res.status === 204 ? null : ((await res.json()) as any);
   },
-  done: (jobId: string, body: unknown) => fetch(`${at(i)}/v2/echo/job-done/${id}/${jobId}?gpu=x&isStream=false`, { method: "POST", headers: { authorization: key }, body: JSON.stringify(body) }),
-  stream: (jobId: string, output: unknown) => fetch(`${at(i)}/v2/echo/job-stream/${id}/${jobId}?gpu=x&isStream=false`, { method: "POST", headers: { authorization: key }, body: JSON.stringify({ output }) }),
+  done: (jobId: string, body: unknown) =>
+    fetch(`${at(i)}/v2/echo/job-done/${id}/${jobId}?gpu=x&isStream=false`, {
+      method: "POST",
+      headers: { authorization: key },
+      body: JSON.stringify(body),
+    }),
+  stream: (jobId: string, output: unknown) =>
+    fetch(`${at(i)}/v2/echo/job-stream/${id}/${jobId}?gpu=x&isStream=false`, {
+      method: "POST",
+      headers: { authorization: key },
+      body: JSON.stringify({ output }),
+    }),
   ping: (ids: string[]) => fetch(`${at(i)}/v2/echo/ping/${id}?job_id=${ids.join(",")}`, { headers: { authorization: key } }),
-  stops: async () => ((await (await fetch(`${at(i)}/v2/echo/job-stop/${id}?gpu=x`, { headers: { authorization: key } })).json()) as any).jobsToStop as string[],
+  stops: async () =>
+    ((await (await fetch(`${at(i)}/v2/echo/job-stop/${id}?gpu=x`, { headers: { authorization: key } })).json()) as any)
+      .jobsToStop as string[],
 });
 
 describe("several servers on one Redis", () => {
@@ -148,7 +172,10 @@ describe("several servers on one Redis", () => {
     const owed = `{${new URL(store).searchParams.get("prefix")}}:dl`;
     try {
       const received = () => new Set(receiver.calls.map((c) => JSON.parse(c.body).id));
-      await until(async () => [...ids, last].every((id) => received().has(id)) && Number(await redis.send("ZCARD", [owed])) === 0, "all 4 calls delivered and none owed");
+      await until(
+        async () => [...ids, last].every((id) => received().has(id)) && Number(await redis.send("ZCARD", [owed])) === 0,
+        "all 4 calls delivered and none owed",
+      );
     } finally {
       redis.close();
     }
@@ -161,7 +188,13 @@ describe("several servers on one Redis", () => {
     const leaseHolder = async () => (await redis.send("GET", [`${prefix}lease:duties`])) as string | null;
     // Each server says in its metrics whether it holds the lease: exactly one does.
     const holders = async () => {
-      const held = await Promise.all(servers.map(async (s) => /^spool_duties_lease_held 1$/m.test(await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text())));
+      const held = await Promise.all(
+        servers.map(async (s) =>
+          /^spool_duties_lease_held 1$/m.test(
+            await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text(),
+          ),
+        ),
+      );
       return held.flatMap((h, i) => (h ? [i] : []));
     };
     // One read of every server's metrics, returned only when it shows exactly one holder (a

@@ -13,7 +13,14 @@ import { until } from "../helpers/until.ts";
 const HOLD = resolve(import.meta.dir, "../fixtures/hold-fixture.ts");
 const CLI = resolve(import.meta.dir, "../../runtime/cli.ts");
 const RETENTION = { syncMs: 60_000, asyncMs: 60_000 };
-const ENDPOINT = { handler: HOLD, workersMax: 2, scalerType: "REQUEST_COUNT" as const, scalerValue: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 } } };
+const ENDPOINT = {
+  handler: HOLD,
+  workersMax: 2,
+  scalerType: "REQUEST_COUNT" as const,
+  scalerValue: 1,
+  idleTimeout: 1,
+  rateLimits: { status: { requests: 1_000_000 } },
+};
 
 /** A server on the shared Redis store, with real worker processes; its scaler decides when the test says. */
 async function server(url: string, clock: ManualClock): Promise<TestServer> {
@@ -70,7 +77,12 @@ test("two servers on Redis with workersMin 1: a server without the lease stops i
   expect(await lease.tryLease(DUTIES_LEASE, "the test", 86_400_000, clock.now())).toBe(true);
   const endpoints = { ep: { ...ENDPOINT, workersMin: 1 } };
   const server = async () =>
-    startTestServer({ clock, store: await createStore(url, { retention: RETENTION }), server: { takeWaitMs: 30_000, stopWaitMs: 30_000, scaleIntervalMs: 3_600_000 }, endpoints });
+    startTestServer({
+      clock,
+      store: await createStore(url, { retention: RETENTION }),
+      server: { takeWaitMs: 30_000, stopWaitMs: 30_000, scaleIntervalMs: 3_600_000 },
+      endpoints,
+    });
   await using a = await server();
   await using b = await server();
   try {
@@ -88,7 +100,10 @@ test("two servers on Redis with workersMin 1: a server without the lease stops i
     await until(async () => (await workers(a)).idle === 2, "both workers idle");
     // A cancelled job's process is ending, not idle, until it reports the job ended (on its
     // watch channel, which can be read after its next request).
-    await until(() => a.server.scaler.stopping("ep") + b.server.scaler.stopping("ep") === 0, "both servers to hear that the cancelled jobs ended");
+    await until(
+      () => a.server.scaler.stopping("ep") + b.server.scaler.stopping("ep") === 0,
+      "both servers to hear that the cancelled jobs ended",
+    );
     clock.advance(ENDPOINT.idleTimeout * 1000);
     await a.server.scaler.retireIdle();
     expect(a.server.scaler.running("ep").length).toBe(1);
@@ -127,14 +142,35 @@ rateLimits = { requests = { requests = 1000000 } }
     const made = Bun.spawnSync([process.execPath, CLI, "keys", "create", "--name", "fleet", "--store", store, "--data", join(dir, "keys")]);
     const key = made.stdout.toString().trim().split("\n").at(-1)!;
     const serve = async (i: number) => {
-      const proc = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", join(dir, `data-${i}`), "--config", join(dir, "spool.toml"), "--store", store], {
-        env: { ...process.env, RUNPOD_PING_INTERVAL: "200" }, // workers heard from all the time: a's stay in the store until the loss timeout
-      });
+      const proc = spawnProcess(
+        [
+          process.execPath,
+          CLI,
+          "serve",
+          "--port",
+          "0",
+          "--data",
+          join(dir, `data-${i}`),
+          "--config",
+          join(dir, "spool.toml"),
+          "--store",
+          store,
+        ],
+        {
+          env: { ...process.env, RUNPOD_PING_INTERVAL: "200" }, // workers heard from all the time: a's stay in the store until the loss timeout
+        },
+      );
       const [, url] = await proc.waitFor(/Spool listening on (\S+)/);
       return Object.assign(proc, { url: url! });
     };
     const call = async (url: string, method: string, path: string) =>
-      (await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${key}` }, body: method === "POST" && path.endsWith("/run") ? '{"input":{"hold":true}}' : undefined })).json() as Promise<any>;
+      (
+        await fetch(`${url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${key}` },
+          body: method === "POST" && path.endsWith("/run") ? '{"input":{"hold":true}}' : undefined,
+        })
+      ).json() as Promise<any>;
     /** The fleet as a server sees it: workers heard from, and its own not heard from yet. */
     const fleet = async (url: string) => {
       const { workers } = await call(url, "GET", "/v2/ep/health");
@@ -144,7 +180,8 @@ rateLimits = { requests = { requests = 1000000 } }
     await using a = await serve(0);
     for (let i = 0; i < 4; i++) await call(a.url, "POST", "/v2/ep/run");
     await until(async () => (await call(a.url, "GET", "/v2/ep/health")).workers.running === 2, "a's 2 workers running jobs", 30_000);
-    const running = async (url: string) => ((await call(url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests as { workerId: string }[]).map((r) => r.workerId);
+    const running = async (url: string) =>
+      ((await call(url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests as { workerId: string }[]).map((r) => r.workerId);
     const aWorkers = await running(a.url);
     await using b = await serve(1);
     a.proc.kill("SIGKILL");
@@ -164,7 +201,8 @@ rateLimits = { requests = { requests = 1000000 } }
     expect(most).toBeLessThanOrEqual(2);
 
     await call(b.url, "POST", "/v2/ep/purge-queue");
-    for (const r of (await call(b.url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests) await call(b.url, "POST", `/v2/ep/cancel/${r.id}`);
+    for (const r of (await call(b.url, "GET", "/v2/ep/requests?status=IN_PROGRESS")).requests)
+      await call(b.url, "POST", `/v2/ep/cancel/${r.id}`);
     await until(async () => (await fleet(b.url)) === 0, "b's idle workers to be stopped", 30_000);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -27,7 +27,15 @@ test("two servers on Redis see the same failing endpoint: both refuse with 503, 
       server: { scaleIntervalMs: 3_600_000 },
       // The test polls /run and /status while it waits, and the manual clock never moves the
       // rate-limit window on: the specification's 1000 runs per window could run out.
-      endpoints: { ep: { handler: FIXTURE, options: { model }, startFailureLimit: 1, startFailureWindowMs: 0, rateLimits: { status: { requests: 1_000_000 }, run: { requests: 1_000_000 } } } },
+      endpoints: {
+        ep: {
+          handler: FIXTURE,
+          options: { model },
+          startFailureLimit: 1,
+          startFailureWindowMs: 0,
+          rateLimits: { status: { requests: 1_000_000 }, run: { requests: 1_000_000 } },
+        },
+      },
     });
   const runStatus = async (srv: TestServer) => (await srv.call("POST", "/v2/ep/run", { input: {} })).status;
   try {

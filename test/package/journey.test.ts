@@ -28,13 +28,27 @@ const spool = (cwd: string) => join(cwd, "node_modules", ".bin", "spool");
 
 beforeAll(() => {
   mkdirSync(env.HOME);
-  const packed = JSON.parse(run(["npm", "pack", "--json", "--pack-destination", dir], ROOT, env).stdout) as { filename: string; files: { path: string }[] }[];
+  const packed = JSON.parse(run(["npm", "pack", "--json", "--pack-destination", dir], ROOT, env).stdout) as {
+    filename: string;
+    files: { path: string }[];
+  }[];
   tarball = join(dir, packed[0]!.filename);
   const paths = packed[0]!.files.map((f) => f.path);
   console.log(`packed ${packed[0]!.filename}: ${paths.length} files`);
   // Only what runs: no tests, benchmarks, scripts or fixtures.
-  expect(paths.filter((p) => /^(test|scripts|docs)\/|\.test\.ts$|fixture/.test(p) && !p.startsWith("runtime/cli/init-template/"))).toEqual([]);
-  expect(paths).toEqual(expect.arrayContaining(["bin/spool.js", "runtime/cli.ts", "sdk/index.ts", "sdk/testing.ts", "handlers/image/handler.ts", "vendor/scalar/standalone.js"]));
+  expect(paths.filter((p) => /^(test|scripts|docs)\/|\.test\.ts$|fixture/.test(p) && !p.startsWith("runtime/cli/init-template/"))).toEqual(
+    [],
+  );
+  expect(paths).toEqual(
+    expect.arrayContaining([
+      "bin/spool.js",
+      "runtime/cli.ts",
+      "sdk/index.ts",
+      "sdk/testing.ts",
+      "handlers/image/handler.ts",
+      "vendor/scalar/standalone.js",
+    ]),
+  );
 }, 60_000);
 
 describe("a handler project from an empty folder", () => {
@@ -43,7 +57,14 @@ describe("a handler project from an empty folder", () => {
     run(["npm", "init", "-y"], app, env);
     run([...NPM_INSTALL, tarball], app, env);
     console.log(describeInstall("plain project (spool only)", app));
-    for (const heavy of ["onnxruntime-node", "node-llama-cpp", "sharp", "@huggingface/transformers", "onnx-proto", "@scalar/api-reference"]) {
+    for (const heavy of [
+      "onnxruntime-node",
+      "node-llama-cpp",
+      "sharp",
+      "@huggingface/transformers",
+      "onnx-proto",
+      "@scalar/api-reference",
+    ]) {
       expect(existsSync(join(app, "node_modules", heavy))).toBe(false);
     }
     expect(Bun.which("bun", { PATH: env.PATH })).toBeNull();
@@ -80,11 +101,11 @@ describe("a handler project from an empty folder", () => {
 
   test("spool run runs one job; a bundled model handler without its packages names the command that installs them", () => {
     const ran = run([spool(project), "run", "src/handler.ts", "--input", '{"name":"Bo"}'], project, env).stdout;
-    expect(JSON.parse(ran.slice(ran.indexOf("[\n")))).toEqual([
-      { word: "Hello," },
-      { word: "Bo!" },
-    ]);
-    writeFileSync(join(project, "src", "image.ts"), 'import { createImageHandler } from "spool/handlers/image";\nexport default createImageHandler("fast");\n');
+    expect(JSON.parse(ran.slice(ran.indexOf("[\n")))).toEqual([{ word: "Hello," }, { word: "Bo!" }]);
+    writeFileSync(
+      join(project, "src", "image.ts"),
+      'import { createImageHandler } from "spool/handlers/image";\nexport default createImageHandler("fast");\n',
+    );
     expect(() => run([spool(project), "run", "src/image.ts", "--input", '{"prompt":"a cat"}'], project, env)).toThrow(
       /the image handler needs onnxruntime-node, which is not installed .*\n\s+ONNXRUNTIME_NODE_INSTALL=skip npm install onnxruntime-node@\^/,
     );
@@ -99,7 +120,11 @@ describe("a handler project from an empty folder", () => {
     const [, url] = await dev.waitFor(/Spool dev: (http:\/\/\S+)\/v2\/hello /);
     const [key] = await dev.waitFor(/^spool_\S+$/);
     const post = (input: unknown) =>
-      fetch(`${url}/v2/hello/runsync`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ input }) });
+      fetch(`${url}/v2/hello/runsync`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ input }),
+      });
     const ok = await post({ name: "Ada" });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toMatchObject({ status: "COMPLETED", output: [{ word: "Hello," }, { word: "Ada!" }] });
@@ -122,13 +147,32 @@ describe("a handler project from an empty folder", () => {
     mkdirSync(join(images, "src"), { recursive: true });
     run(["npm", "init", "-y"], images, env);
     // onnxruntime-node's install script would fetch CUDA libraries from outside npm.
-    run([...NPM_INSTALL, tarball, "onnxruntime-node", "sharp", "@huggingface/transformers", "onnx-proto"], images, { ...env, ONNXRUNTIME_NODE_INSTALL: "skip" });
-    console.log(describeInstall("image project (spool + the image handler's packages)", images));
-    writeFileSync(join(images, "src", "image.ts"), 'import { createImageHandler } from "spool/handlers/image";\nexport default createImageHandler("fast");\n');
-    const { stdout: out } = run([spool(images), "run", "src/image.ts", "--input", JSON.stringify({ prompt: "a cat", width: 256, height: 256, num_inference_steps: 1 })], images, {
+    run([...NPM_INSTALL, tarball, "onnxruntime-node", "sharp", "@huggingface/transformers", "onnx-proto"], images, {
       ...env,
-      SPOOL_DATA_DIR: join(images, ".data"),
+      ONNXRUNTIME_NODE_INSTALL: "skip",
     });
-    expect(JSON.parse(out.slice(out.lastIndexOf("{\n")))).toEqual({ image_url: expect.stringMatching(/^file:\/\/.*\/image\.jpg$/), cost: expect.any(Number) });
+    console.log(describeInstall("image project (spool + the image handler's packages)", images));
+    writeFileSync(
+      join(images, "src", "image.ts"),
+      'import { createImageHandler } from "spool/handlers/image";\nexport default createImageHandler("fast");\n',
+    );
+    const { stdout: out } = run(
+      [
+        spool(images),
+        "run",
+        "src/image.ts",
+        "--input",
+        JSON.stringify({ prompt: "a cat", width: 256, height: 256, num_inference_steps: 1 }),
+      ],
+      images,
+      {
+        ...env,
+        SPOOL_DATA_DIR: join(images, ".data"),
+      },
+    );
+    expect(JSON.parse(out.slice(out.lastIndexOf("{\n")))).toEqual({
+      image_url: expect.stringMatching(/^file:\/\/.*\/image\.jpg$/),
+      cost: expect.any(Number),
+    });
   }, 180_000);
 });

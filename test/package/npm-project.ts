@@ -67,7 +67,8 @@ function countPackages(modules: string): number {
     if (!entry.isDirectory() || entry.name.startsWith(".")) continue;
     const path = join(modules, entry.name);
     if (entry.name.startsWith("@")) n += countPackages(path);
-    else if (existsSync(join(path, "package.json"))) n += 1 + (existsSync(join(path, "node_modules")) ? countPackages(join(path, "node_modules")) : 0);
+    else if (existsSync(join(path, "package.json")))
+      n += 1 + (existsSync(join(path, "node_modules")) ? countPackages(join(path, "node_modules")) : 0);
   }
   return n;
 }

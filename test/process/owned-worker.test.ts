@@ -33,7 +33,10 @@ function testStops() {
 async function ownedChild(stopsFor?: (workerId: string) => StopSource) {
   const clock = new ManualClock();
   const t0 = clock.now();
-  const proc = Bun.spawn([process.execPath, FIXTURE], { stdio: ["pipe", "pipe", "inherit", "pipe"], env: { ...process.env, CHILD_DRAIN_MS: String(DRAIN_MS) } });
+  const proc = Bun.spawn([process.execPath, FIXTURE], {
+    stdio: ["pipe", "pipe", "inherit", "pipe"],
+    env: { ...process.env, CHILD_DRAIN_MS: String(DRAIN_MS) },
+  });
   let out = "";
   const decoder = new TextDecoder();
   void (async () => {
@@ -127,7 +130,13 @@ describe("the owner of a worker process", () => {
   test("a hello naming a worker id the owner did not give is not believed: no stop list is taken for it, and the process, which nobody could cancel, is ended", async () => {
     const stops = testStops();
     const proc = Bun.spawn([process.execPath, FIXTURE], { stdio: ["pipe", "ignore", "inherit", "pipe"] });
-    const owned = new OwnedWorker(proc, { killGraceMs: KILL_GRACE_MS, log: silentLog, clock: new ManualClock(), stopsFor: stops.stopsFor, workerId: "given-1" });
+    const owned = new OwnedWorker(proc, {
+      killGraceMs: KILL_GRACE_MS,
+      log: silentLog,
+      clock: new ManualClock(),
+      stopsFor: stops.stopsFor,
+      workerId: "given-1",
+    });
     try {
       // The fixture says hello as child-1: it is ended at once (no grace), never relayed a stop.
       await proc.exited;

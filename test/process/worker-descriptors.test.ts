@@ -25,7 +25,15 @@ for (const sandbox of SANDBOXES) {
     const provider = new LocalProcessProvider({ log: silentLog, sandbox: sandbox === "bubblewrap" ? { hidden: [] } : undefined });
     const run = async (n: number) => {
       for (let i = 0; i < n; i++) {
-        const handle = provider.start({ endpointId: "ep", workerId: `w${i}`, handler: quick, serverUrl: "http://127.0.0.1:1", apiKey: "k", env: {}, scratchDir: join(dir, "scratch") });
+        const handle = provider.start({
+          endpointId: "ep",
+          workerId: `w${i}`,
+          handler: quick,
+          serverUrl: "http://127.0.0.1:1",
+          apiKey: "k",
+          env: {},
+          scratchDir: join(dir, "scratch"),
+        });
         expect(await handle.exited).toBe(0);
       }
     };

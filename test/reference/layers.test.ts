@@ -189,11 +189,25 @@ describe("code layout", () => {
   });
 
   test("an import up, one across, and a loop are each told", () => {
-    expect(layerProblem({ from: "runtime/protocol/limits.ts", to: "runtime/config/config.ts" })).toBe("runtime/protocol/limits.ts -> runtime/config/config.ts: runtime/protocol/ imports runtime/config/, a higher layer");
-    expect(layerProblem({ from: "runtime/server/serve.ts", to: "runtime/worker/supervisor.ts" })).toBe("runtime/server/serve.ts -> runtime/worker/supervisor.ts: runtime/server/ imports runtime/worker/, a folder beside it");
-    expect(layerProblem({ from: "runtime/server/store/store.ts", to: "runtime/server/jobs/job-view.ts" })).toBe("runtime/server/store/store.ts -> runtime/server/jobs/job-view.ts: store/ imports jobs/, a higher layer");
+    expect(layerProblem({ from: "runtime/protocol/limits.ts", to: "runtime/config/config.ts" })).toBe(
+      "runtime/protocol/limits.ts -> runtime/config/config.ts: runtime/protocol/ imports runtime/config/, a higher layer",
+    );
+    expect(layerProblem({ from: "runtime/server/serve.ts", to: "runtime/worker/supervisor.ts" })).toBe(
+      "runtime/server/serve.ts -> runtime/worker/supervisor.ts: runtime/server/ imports runtime/worker/, a folder beside it",
+    );
+    expect(layerProblem({ from: "runtime/server/store/store.ts", to: "runtime/server/jobs/job-view.ts" })).toBe(
+      "runtime/server/store/store.ts -> runtime/server/jobs/job-view.ts: store/ imports jobs/, a higher layer",
+    );
     expect(layerProblem({ from: "runtime/server/jobs/job-view.ts", to: "runtime/server/store/store.ts" })).toBeNull();
-    expect(layerProblem({ from: "runtime/clock.ts", to: "runtime/protocol/limits.ts" })).toBe("runtime/clock.ts -> runtime/protocol/limits.ts: runtime/*.ts imports runtime/protocol/, a folder beside it");
-    expect(cycles([{ from: "a.ts", to: "b.ts" }, { from: "b.ts", to: "a.ts" }, { from: "b.ts", to: "c.ts" }])).toEqual(["a loop of 2 files: a.ts -> b.ts; b.ts -> a.ts"]);
+    expect(layerProblem({ from: "runtime/clock.ts", to: "runtime/protocol/limits.ts" })).toBe(
+      "runtime/clock.ts -> runtime/protocol/limits.ts: runtime/*.ts imports runtime/protocol/, a folder beside it",
+    );
+    expect(
+      cycles([
+        { from: "a.ts", to: "b.ts" },
+        { from: "b.ts", to: "a.ts" },
+        { from: "b.ts", to: "c.ts" },
+      ]),
+    ).toEqual(["a loop of 2 files: a.ts -> b.ts; b.ts -> a.ts"]);
   });
 });

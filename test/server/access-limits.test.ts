@@ -93,7 +93,14 @@ describe("key scopes", () => {
       });
       expect(await send(srv, "GET", `/v2/echo/status-sync/${j.failed}?wait=0`, undefined, auth)).toEqual({
         status: 200,
-        body: { id: j.failed, status: "FAILED", error: "boom", delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: "w1" },
+        body: {
+          id: j.failed,
+          status: "FAILED",
+          error: "boom",
+          delayTime: expect.any(Number),
+          executionTime: expect.any(Number),
+          workerId: "w1",
+        },
         retryAfter: null,
       });
       expect(await send(srv, "GET", `/v2/echo/stream/${j.queued}`, undefined, auth)).toEqual({
@@ -134,7 +141,11 @@ describe("key scopes", () => {
     expect(await health(srv)).toEqual(before);
     expect(await Promise.all([j.failed, j.running, j.queued].map((id) => srv.store.get("echo", id, srv.clock.now())))).toEqual(jobsBefore);
     // The chunk the worker streamed is still unread (no forged chunk joined it).
-    expect((await srv.json("GET", `/v2/echo/stream/${j.running}`))[1]).toEqual({ id: j.running, status: "IN_PROGRESS", stream: [{ output: "chunk" }] });
+    expect((await srv.json("GET", `/v2/echo/stream/${j.running}`))[1]).toEqual({
+      id: j.running,
+      status: "IN_PROGRESS",
+      stream: [{ output: "chunk" }],
+    });
   });
 
   test("a full key works on every route", async () => {
@@ -156,7 +167,13 @@ describe("key scopes", () => {
       const got = await pending;
       expect({ method, path, answered: got.status === 200 || got.status === 204 ? "2xx" : got }).toEqual({ method, path, answered: "2xx" });
     }
-    for (const path of [`/v2/echo/status/${j.running}`, `/v2/echo/status-sync/${j.running}?wait=0`, `/v2/echo/stream/${j.running}`, "/v2/echo/health", "/v2/echo/requests"]) {
+    for (const path of [
+      `/v2/echo/status/${j.running}`,
+      `/v2/echo/status-sync/${j.running}?wait=0`,
+      `/v2/echo/stream/${j.running}`,
+      "/v2/echo/health",
+      "/v2/echo/requests",
+    ]) {
       expect({ path, status: (await send(srv, "GET", path, undefined, key)).status }).toEqual({ path, status: 200 });
     }
   });
@@ -263,7 +280,6 @@ describe("rate limits", () => {
     expect(await health(srv)).toEqual({ jobs: { ...NO_JOBS, inQueue: 6 }, workers: NO_WORKERS });
   });
 
-
   test("windows are per endpoint and per operation", async () => {
     const { srv } = await limitedServer();
     await using _ = srv;
@@ -291,13 +307,25 @@ describe("rate limits", () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await run(srv)).body.id);
     const [a, b, c] = ids as [string, string, string];
-    expect(await send(srv, "POST", `/v2/echo/cancel/${a}`)).toEqual({ status: 200, body: { id: a, status: "CANCELLED" }, retryAfter: null });
-    expect(await send(srv, "POST", `/v2/echo/cancel/${b}`)).toEqual({ status: 200, body: { id: b, status: "CANCELLED" }, retryAfter: null });
+    expect(await send(srv, "POST", `/v2/echo/cancel/${a}`)).toEqual({
+      status: 200,
+      body: { id: a, status: "CANCELLED" },
+      retryAfter: null,
+    });
+    expect(await send(srv, "POST", `/v2/echo/cancel/${b}`)).toEqual({
+      status: 200,
+      body: { id: b, status: "CANCELLED" },
+      retryAfter: null,
+    });
     clock.advance(4_001);
     expect(await send(srv, "POST", `/v2/echo/cancel/${c}`)).toEqual(refusal(429, ["rate limit", "2 cancel requests"], "6"));
     expect((await srv.json("GET", `/v2/echo/status/${c}`))[1]).toEqual({ id: c, status: "IN_QUEUE", queuePosition: 0 });
     clock.advance(WINDOW - 4_001);
-    expect(await send(srv, "POST", `/v2/echo/cancel/${c}`)).toEqual({ status: 200, body: { id: c, status: "CANCELLED" }, retryAfter: null });
+    expect(await send(srv, "POST", `/v2/echo/cancel/${c}`)).toEqual({
+      status: 200,
+      body: { id: c, status: "CANCELLED" },
+      retryAfter: null,
+    });
   });
 
   test("/purge-queue: 2 per window; the refused purge leaves the queue as it was", async () => {
@@ -318,7 +346,9 @@ describe("rate limits", () => {
   test("a concurrent limit: while one status-sync is parked a second status request is 429; refused ones are not counted", async () => {
     const { srv, clock } = await limitedServer();
     await using _ = srv;
-    const { body: { id } } = await run(srv);
+    const {
+      body: { id },
+    } = await run(srv);
     const pending = srv.json("GET", `/v2/echo/status-sync/${id}?wait=5000`); // status request 1 of 3
     await parked(srv);
     const concurrent = refusal(429, ["rate limit", "1 concurrent status"], "1");
@@ -329,8 +359,16 @@ describe("rate limits", () => {
     clock.advance(5_000);
     expect(await pending).toEqual([200, { id, status: "IN_QUEUE" }]);
     // Two more fit in the window: the two refused above did not use it up.
-    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE", queuePosition: 0 }, retryAfter: null });
-    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({ status: 200, body: { id, status: "IN_QUEUE", queuePosition: 0 }, retryAfter: null });
+    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({
+      status: 200,
+      body: { id, status: "IN_QUEUE", queuePosition: 0 },
+      retryAfter: null,
+    });
+    expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual({
+      status: 200,
+      body: { id, status: "IN_QUEUE", queuePosition: 0 },
+      retryAfter: null,
+    });
     expect(await send(srv, "GET", `/v2/echo/status/${id}`)).toEqual(refusal(429, ["rate limit", "3 status requests"], "5"));
   });
 
@@ -484,8 +522,15 @@ describe("webhookBlockPrivate", () => {
 
   test("an IPv4-mapped IPv6 literal of a private address is refused", async () => {
     await using srv = await startTestServer({ server: { webhookBlockPrivate: true, webhookAllow: [] } });
-    for (const webhook of ["http://[::ffff:127.0.0.1]/x", "http://[::ffff:169.254.169.254]/latest/meta-data", "http://[::ffff:10.0.0.1]/x"]) {
-      expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({ webhook, ...refusal(400, ["webhook"]) });
+    for (const webhook of [
+      "http://[::ffff:127.0.0.1]/x",
+      "http://[::ffff:169.254.169.254]/latest/meta-data",
+      "http://[::ffff:10.0.0.1]/x",
+    ]) {
+      expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({
+        webhook,
+        ...refusal(400, ["webhook"]),
+      });
     }
     expect(await health(srv)).toEqual({ jobs: NO_JOBS, workers: NO_WORKERS });
   });
@@ -493,7 +538,10 @@ describe("webhookBlockPrivate", () => {
   test("a fully qualified localhost. webhook is refused", async () => {
     await using srv = await startTestServer({ server: { webhookBlockPrivate: true, webhookAllow: [] } });
     for (const webhook of ["http://localhost./x", "http://app.localhost./x"]) {
-      expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({ webhook, ...refusal(400, ["webhook"]) });
+      expect({ webhook, ...(await send(srv, "POST", "/v2/echo/run", { input: {}, webhook })) }).toEqual({
+        webhook,
+        ...refusal(400, ["webhook"]),
+      });
     }
   });
 
@@ -625,7 +673,14 @@ describe("secrets", () => {
     expect([again.id, again.s3Config]).toEqual([a, s3Config]);
     await w.stream(a, { partial: 1 });
     await w.done(a, { output: { ok: true } });
-    for (const path of [`/v2/echo/status/${a}`, `/v2/echo/status-sync/${a}?wait=0`, `/v2/echo/stream/${a}`, `/v2/echo/status/${b}`, "/v2/echo/requests", "/v2/echo/health"]) {
+    for (const path of [
+      `/v2/echo/status/${a}`,
+      `/v2/echo/status-sync/${a}?wait=0`,
+      `/v2/echo/stream/${a}`,
+      `/v2/echo/status/${b}`,
+      "/v2/echo/requests",
+      "/v2/echo/health",
+    ]) {
       expect((await record("GET", path)).status).toBe(200);
       expect((await record("GET", path, undefined, roKey)).status).toBe(200);
     }

@@ -58,8 +58,21 @@ describe("the hosts a server answers for (server.allowedHosts)", () => {
       nameOtherPort: await answered("other.lan:8444"),
       suffix: await answered("spool.lan.evil.example"),
       otherAddress: await answered("127.0.0.2"),
-    }).toEqual({ listen: 200, listenOtherPort: 200, localhost: 200, name: 200, nameAnyPort: 200, namePort: 200, nameOtherPort: 400, suffix: 400, otherAddress: 400 });
-    const [status, job] = [(await asHost(srv, "spool.lan", "POST", "/v2/echo/run", { input: { n: 1 } })).status, (await srv.store.recent("echo", srv.clock.now(), 1)).jobs[0]];
+    }).toEqual({
+      listen: 200,
+      listenOtherPort: 200,
+      localhost: 200,
+      name: 200,
+      nameAnyPort: 200,
+      namePort: 200,
+      nameOtherPort: 400,
+      suffix: 400,
+      otherAddress: 400,
+    });
+    const [status, job] = [
+      (await asHost(srv, "spool.lan", "POST", "/v2/echo/run", { input: { n: 1 } })).status,
+      (await srv.store.recent("echo", srv.clock.now(), 1)).jobs[0],
+    ];
     expect([status, job?.origin]).toEqual([200, "http://spool.lan"]);
   });
 
@@ -67,7 +80,13 @@ describe("the hosts a server answers for (server.allowedHosts)", () => {
     await using srv = await startTestServer({ server: { host: "0.0.0.0" } });
     const port = new URL(srv.url).port;
     const answered = async (host: string) => (await asHost(srv, host, "GET", "/v2/echo/health")).status;
-    expect([await answered(`127.0.0.2:${port}`), await answered("[::1]:9000"), await answered("10.1.2.3"), await answered("localhost"), await answered("spool.lan")]).toEqual([200, 200, 200, 200, 400]);
+    expect([
+      await answered(`127.0.0.2:${port}`),
+      await answered("[::1]:9000"),
+      await answered("10.1.2.3"),
+      await answered("localhost"),
+      await answered("spool.lan"),
+    ]).toEqual([200, 200, 200, 200, 400]);
     await using open = await startTestServer({ server: { allowedHosts: ["*"] } });
     expect((await asHost(open, "anything.example", "GET", "/v2/echo/health")).status).toBe(200);
   });
@@ -83,7 +102,11 @@ describe("X-Forwarded-Host and X-Forwarded-Proto (server.trustedProxies)", () =>
 
   /** Submits through 127.0.0.1 with `headers`, takes the job and uploads a file: the file's URL. */
   async function fileUrl(srv: TestServer, headers: Record<string, string>): Promise<string> {
-    const res = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers: { authorization: `Bearer ${srv.key}`, ...headers }, body: JSON.stringify({ input: {} }) });
+    const res = await fetch(`${srv.url}/v2/echo/run`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${srv.key}`, ...headers },
+      body: JSON.stringify({ input: {} }),
+    });
     expect(res.status).toBe(200);
     const { id } = (await res.json()) as { id: string };
     const worker = protocolWorker(srv, "echo", `w-${crypto.randomUUID()}`);
@@ -104,8 +127,15 @@ describe("X-Forwarded-Host and X-Forwarded-Proto (server.trustedProxies)", () =>
     await using srv = await startTestServer({ server: { allowedHosts: ["public.example"], trustedProxies: ["127.0.0.1"] } });
     expect(await fileUrl(srv, forwarded)).toStartWith("https://public.example/files/echo/");
     expect(await fileUrl(srv, { "x-forwarded-proto": "https" })).toStartWith(`https://${new URL(srv.url).host}/files/echo/`);
-    const evil = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers: { authorization: `Bearer ${srv.key}`, "x-forwarded-host": "evil.example" }, body: JSON.stringify({ input: {} }) });
-    expect([evil.status, await evil.json()]).toEqual([400, { error: 'Host "evil.example" (X-Forwarded-Host) is not one this server answers for: add it to server.allowedHosts' }]);
+    const evil = await fetch(`${srv.url}/v2/echo/run`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${srv.key}`, "x-forwarded-host": "evil.example" },
+      body: JSON.stringify({ input: {} }),
+    });
+    expect([evil.status, await evil.json()]).toEqual([
+      400,
+      { error: 'Host "evil.example" (X-Forwarded-Host) is not one this server answers for: add it to server.allowedHosts' },
+    ]);
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(0);
   });
 });

@@ -75,10 +75,7 @@ async function accept(srv: TestServer, body: unknown): Promise<string> {
 
 /** The store holds exactly the jobs `accepted` (all still queued) and no worker has been seen. */
 async function expectOnlyJobs(srv: TestServer, accepted: string[]): Promise<void> {
-  expect(await srv.json("GET", "/v2/echo/health")).toEqual([
-    200,
-    { jobs: { ...NO_JOBS, inQueue: accepted.length }, workers: NO_WORKERS },
-  ]);
+  expect(await srv.json("GET", "/v2/echo/health")).toEqual([200, { jobs: { ...NO_JOBS, inQueue: accepted.length }, workers: NO_WORKERS }]);
   const [code, page] = await srv.json("GET", "/v2/echo/requests?limit=100");
   expect(code).toBe(200);
   expect(page.requests.map((r: { id: string }) => r.id)).toEqual([...accepted].reverse());
@@ -199,7 +196,8 @@ describe("execution policy", () => {
       { input: [], webhook: "ftp://x", policy: { ttl: 1, executionTimeout: 1, lowPriority: "no" } },
       400,
     );
-    for (const field of ["input", "webhook", "policy.ttl", "policy.executionTimeout", "policy.lowPriority"]) expect(message).toContain(field);
+    for (const field of ["input", "webhook", "policy.ttl", "policy.executionTimeout", "policy.lowPriority"])
+      expect(message).toContain(field);
     await expectOnlyJobs(srv, []);
   });
 });
@@ -235,7 +233,14 @@ describe("webhook and s3Config", () => {
         await expectError(srv, "POST", "/v2/echo/run", { input: {}, s3Config: { ...VALID_S3, [field]: value } }, 400, `s3Config.${field}`);
       }
     }
-    await expectError(srv, "POST", "/v2/echo/run", { input: {}, s3Config: { ...VALID_S3, endpointUrl: "not a url" } }, 400, "s3Config.endpointUrl");
+    await expectError(
+      srv,
+      "POST",
+      "/v2/echo/run",
+      { input: {}, s3Config: { ...VALID_S3, endpointUrl: "not a url" } },
+      400,
+      "s3Config.endpointUrl",
+    );
     for (const s3Config of ["AK:secret@bucket", 1, [], [VALID_S3]]) {
       await expectError(srv, "POST", "/v2/echo/run", { input: {}, s3Config }, 400, "s3Config");
     }
@@ -368,9 +373,16 @@ describe("payload size", () => {
     const over = JSON.stringify({ input: { pad: "x".repeat(10 * MiB) } });
     for (const body of [over, chunked(over)]) {
       const res = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body });
-      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([413, `request body is larger than the limit of ${10 * MiB} bytes`]);
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([
+        413,
+        `request body is larger than the limit of ${10 * MiB} bytes`,
+      ]);
     }
-    const under = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers, body: chunked(JSON.stringify({ input: { pad: "x" } })) });
+    const under = await fetch(`${srv.url}/v2/echo/run`, {
+      method: "POST",
+      headers,
+      body: chunked(JSON.stringify({ input: { pad: "x" } })),
+    });
     expect([under.status, ((await under.json()) as { status: string }).status]).toEqual([200, "IN_QUEUE"]);
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(1);
   });
@@ -430,8 +442,23 @@ interface FuzzRequest {
 
 /** Route names under /v2/<endpoint>/; a random path segment never equals one of them. */
 const ROUTES = new Set([
-  "run", "runsync", "status", "status-sync", "stream", "cancel", "retry", "purge-queue", "health", "requests",
-  "job-take", "job-take-batch", "job-done", "job-stream", "ping", "job-stop", "job-files",
+  "run",
+  "runsync",
+  "status",
+  "status-sync",
+  "stream",
+  "cancel",
+  "retry",
+  "purge-queue",
+  "health",
+  "requests",
+  "job-take",
+  "job-take-batch",
+  "job-done",
+  "job-stream",
+  "ping",
+  "job-stop",
+  "job-files",
 ]);
 
 function fuzzer(seed: number) {
@@ -459,7 +486,22 @@ function fuzzer(seed: number) {
   /** A job request body that fails validation in exactly one randomly chosen way (or several). */
   const invalidPolicy = (): unknown =>
     pick<() => unknown>([
-      () => ({ executionTimeout: pick([5000, 4999, 0, -1, -int(1e9), 5000.5, 5001 + rnd() + 0.001, 7 * 24 * 3600_000 + 1 + int(1e9), "6000", true, [], {}]) }),
+      () => ({
+        executionTimeout: pick([
+          5000,
+          4999,
+          0,
+          -1,
+          -int(1e9),
+          5000.5,
+          5001 + rnd() + 0.001,
+          7 * 24 * 3600_000 + 1 + int(1e9),
+          "6000",
+          true,
+          [],
+          {},
+        ]),
+      }),
       () => ({ executionTimeout: int(5001) - int(1e6) }),
       () => ({ ttl: pick([9999, 0, -1, 604_800_001, 10_000.5, "10000", false, [10_000], {}]) }),
       () => ({ ttl: int(10_000) - int(1e6) }),
@@ -471,7 +513,8 @@ function fuzzer(seed: number) {
     ])();
   const invalidWebhook = (): unknown =>
     pick<() => unknown>([
-      () => pick(["ftp://example.com/h", "file:///etc/passwd", "javascript:alert(1)", "mailto:a@b.c", "//example.com", "example.com/h", ""]),
+      () =>
+        pick(["ftp://example.com/h", "file:///etc/passwd", "javascript:alert(1)", "mailto:a@b.c", "//example.com", "example.com/h", ""]),
       () => `q${junk()}`, // never starts with http
       () => int(1000),
       () => [`http://${junk(5)}`],
@@ -517,7 +560,11 @@ function fuzzer(seed: number) {
       malformedJson,
       () => pick(["", " ", "\n", "\t \r\n"]),
       () => JSON.stringify(nonObject()),
-      () => JSON.stringify({ [pick(["inputs", "Input", "INPUT", "data", "prompt", `x${junk(6)}`])]: input(), ...(chance(0.5) ? { policy: { ttl: 10_000 } } : {}) }),
+      () =>
+        JSON.stringify({
+          [pick(["inputs", "Input", "INPUT", "data", "prompt", `x${junk(6)}`])]: input(),
+          ...(chance(0.5) ? { policy: { ttl: 10_000 } } : {}),
+        }),
       () => JSON.stringify({ input: nonObject() }),
       () => JSON.stringify({ input: input(), policy: invalidPolicy() }),
       () => JSON.stringify({ input: input(), webhook: invalidWebhook() }),
@@ -525,8 +572,7 @@ function fuzzer(seed: number) {
       () => JSON.stringify({ input: nonObject(), policy: invalidPolicy(), webhook: invalidWebhook(), s3Config: invalidS3() }),
     ])();
   /** A worker-protocol body that is not a JSON object (every object is a valid job-done body). */
-  const invalidWorkerBody = (): string =>
-    pick<() => string>([malformedJson, () => pick(["", "  "]), () => JSON.stringify(nonObject())])();
+  const invalidWorkerBody = (): string => pick<() => string>([malformedJson, () => pick(["", "  "]), () => JSON.stringify(nonObject())])();
 
   const randomId = (): string =>
     pick<() => string>([
@@ -545,11 +591,22 @@ function fuzzer(seed: number) {
   /** Never an integer; an out-of-range one is added by each caller. */
   const invalidInt = () => pick(["abc", "1.5", "1e3", "-", "0x10", "NaN", "Infinity", "%20", encodeURIComponent(`x${junk(6)}`)]);
   const contentType = (): Record<string, string> =>
-    pick<Record<string, string>>([{}, { "content-type": "application/json" }, { "content-type": "application/x-www-form-urlencoded" }, { "content-type": "text/plain" }]);
+    pick<Record<string, string>>([
+      {},
+      { "content-type": "application/json" },
+      { "content-type": "application/x-www-form-urlencoded" },
+      { "content-type": "text/plain" },
+    ]);
 
   const requests: (() => Omit<FuzzRequest, "headers"> & { headers?: Record<string, string> })[] = [
     () => ({ kind: "run body", method: "POST", path: "/v2/echo/run", body: invalidJobBody(), headers: contentType() }),
-    () => ({ kind: "runsync body", method: "POST", path: `/v2/echo/runsync?wait=${pick(["1000", "5000"])}`, body: invalidJobBody(), headers: contentType() }),
+    () => ({
+      kind: "runsync body",
+      method: "POST",
+      path: `/v2/echo/runsync?wait=${pick(["1000", "5000"])}`,
+      body: invalidJobBody(),
+      headers: contentType(),
+    }),
     () => ({
       kind: "runsync wait",
       method: "POST",
@@ -557,15 +614,39 @@ function fuzzer(seed: number) {
       body: JSON.stringify({ input: input() }),
     }),
     () => ({ kind: "status", method: "GET", path: `/v2/echo/status/${randomId()}` }),
-    () => ({ kind: "status ttl", method: "GET", path: `/v2/echo/status/${randomId()}?ttl=${pick([invalidInt(), String(int(10_000)), String(604_800_001 + int(1e9)), "60000"])}` }),
+    () => ({
+      kind: "status ttl",
+      method: "GET",
+      path: `/v2/echo/status/${randomId()}?ttl=${pick([invalidInt(), String(int(10_000)), String(604_800_001 + int(1e9)), "60000"])}`,
+    }),
     () => ({ kind: "status-sync", method: "GET", path: `/v2/echo/status-sync/${randomId()}?wait=0` }),
     () => ({ kind: "stream", method: "GET", path: `/v2/echo/stream/${randomId()}` }),
     () => ({ kind: "cancel", method: "POST", path: `/v2/echo/cancel/${randomId()}`, body: chance(0.5) ? invalidWorkerBody() : undefined }),
     () => ({ kind: "retry", method: "POST", path: `/v2/echo/retry/${randomId()}` }),
-    () => ({ kind: "requests", method: "GET", path: `/v2/echo/requests?${chance(0.5) ? `limit=${pick([invalidInt(), "0", "101", String(101 + int(1e6))])}` : `cursor=${pick([invalidInt(), "-1", "+1", "1.5"])}`}` }),
-    () => ({ kind: "job-done", method: "POST", path: `/v2/echo/job-done/${segment()}/${randomId()}?gpu=x&isStream=${chance(0.5)}`, body: invalidWorkerBody(), headers: contentType() }),
-    () => ({ kind: "job-stream", method: "POST", path: `/v2/echo/job-stream/${segment()}/${randomId()}?gpu=x`, body: invalidWorkerBody(), headers: contentType() }),
-    () => ({ kind: "take-batch", method: "GET", path: `/v2/echo/job-take-batch/${segment()}?batch_size=${pick([invalidInt(), "0", "65", String(65 + int(1e6))])}` }),
+    () => ({
+      kind: "requests",
+      method: "GET",
+      path: `/v2/echo/requests?${chance(0.5) ? `limit=${pick([invalidInt(), "0", "101", String(101 + int(1e6))])}` : `cursor=${pick([invalidInt(), "-1", "+1", "1.5"])}`}`,
+    }),
+    () => ({
+      kind: "job-done",
+      method: "POST",
+      path: `/v2/echo/job-done/${segment()}/${randomId()}?gpu=x&isStream=${chance(0.5)}`,
+      body: invalidWorkerBody(),
+      headers: contentType(),
+    }),
+    () => ({
+      kind: "job-stream",
+      method: "POST",
+      path: `/v2/echo/job-stream/${segment()}/${randomId()}?gpu=x`,
+      body: invalidWorkerBody(),
+      headers: contentType(),
+    }),
+    () => ({
+      kind: "take-batch",
+      method: "GET",
+      path: `/v2/echo/job-take-batch/${segment()}?batch_size=${pick([invalidInt(), "0", "65", String(65 + int(1e6))])}`,
+    }),
     () => {
       const method = pick(["GET", "POST", "PUT", "DELETE", "PATCH"]);
       const path = `/v2/echo/${segment()}${chance(0.5) ? `/${randomId()}` : ""}`;
@@ -574,16 +655,27 @@ function fuzzer(seed: number) {
     () => {
       // A real route with a method it does not have.
       const [method, path] = pick([
-        ["GET", "/v2/echo/run"], ["PUT", "/v2/echo/runsync?wait=1000"], ["GET", "/v2/echo/purge-queue"], ["POST", "/v2/echo/health"],
-        ["DELETE", "/v2/echo/requests"], ["GET", `/v2/echo/cancel/${randomId()}`], ["DELETE", `/v2/echo/status/${randomId()}`],
-        ["POST", `/v2/echo/job-take/${segment()}`], ["GET", `/v2/echo/job-done/${segment()}/${randomId()}`],
+        ["GET", "/v2/echo/run"],
+        ["PUT", "/v2/echo/runsync?wait=1000"],
+        ["GET", "/v2/echo/purge-queue"],
+        ["POST", "/v2/echo/health"],
+        ["DELETE", "/v2/echo/requests"],
+        ["GET", `/v2/echo/cancel/${randomId()}`],
+        ["DELETE", `/v2/echo/status/${randomId()}`],
+        ["POST", `/v2/echo/job-take/${segment()}`],
+        ["GET", `/v2/echo/job-done/${segment()}/${randomId()}`],
       ] as const);
       return { kind: "wrong method", method, path, body: method === "GET" ? undefined : invalidJobBody() };
     },
     () => {
       const method = pick(["GET", "POST"]);
       const rest = pick(["run", "runsync?wait=1000", "health", `status/${randomId()}`, "purge-queue", "job-take/w1", segment()]);
-      return { kind: "unknown endpoint", method, path: `/v2/${segment()}/${rest}`, body: method === "POST" ? JSON.stringify({ input: input() }) : undefined };
+      return {
+        kind: "unknown endpoint",
+        method,
+        path: `/v2/${segment()}/${rest}`,
+        body: method === "POST" ? JSON.stringify({ input: input() }) : undefined,
+      };
     },
     () => ({ kind: "v2 root", method: pick(["GET", "POST"]), path: pick(["/v2", "/v2/", `/v2/${segment()}`]) }),
   ];
@@ -611,7 +703,12 @@ describe("fuzz", () => {
       const auth = rnd() < 0.1 ? (rnd() < 0.5 ? null : "Bearer spool_wrong") : `Bearer ${srv.key}`;
       const headers = { ...req.headers, ...(auth ? { authorization: auth } : {}) };
       // A guard only: no request here may long-poll, so none comes near it.
-      const res = await fetch(`${srv.url}${req.path}`, { method: req.method, headers, body: req.body, signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${srv.url}${req.path}`, {
+        method: req.method,
+        headers,
+        body: req.body,
+        signal: AbortSignal.timeout(10_000),
+      });
       const text = await res.text();
       let body: unknown;
       try {
@@ -629,7 +726,8 @@ describe("fuzz", () => {
         Object.keys(body).length === 1 &&
         typeof (body as { error?: unknown }).error === "string" &&
         (body as { error: string }).error.length > 0;
-      if (!ok) failures.push({ i, ...req, body: req.body?.slice(0, 200), auth: auth !== null, status: res.status, response: text.slice(0, 300) });
+      if (!ok)
+        failures.push({ i, ...req, body: req.body?.slice(0, 200), auth: auth !== null, status: res.status, response: text.slice(0, 300) });
     }
     expect(failures).toEqual([]);
     // Every kind of request was generated.

@@ -25,7 +25,16 @@ test("an unexpected failure answers a generic 500 with a request id and is logge
     const files = new LocalFileStore(dir, 60_000);
     const config = parseConfig({ endpoints: { echo: {} } });
     const jobEvents = new JobEvents();
-    const app = createApp({ store, config, clock: systemClock, log, files, localFiles: files, jobEvents, stats: new EndpointStatsRecorder(jobEvents, systemClock) });
+    const app = createApp({
+      store,
+      config,
+      clock: systemClock,
+      log,
+      files,
+      localFiles: files,
+      jobEvents,
+      stats: new EndpointStatsRecorder(jobEvents, systemClock),
+    });
 
     const res = await app.request("/v2/echo/health", { headers: { authorization: `Bearer ${key}`, "x-request-id": "req-123" } });
     expect(res.status).toBe(500);
@@ -33,7 +42,14 @@ test("an unexpected failure answers a generic 500 with a request id and is logge
     expect(JSON.parse(text)).toEqual({ error: "internal server error (request id req-123)" });
     expect(text).not.toContain("SQLITE");
     const logged = log.lines.map((l) => JSON.parse(l));
-    expect(logged).toEqual([expect.objectContaining({ level: "error", requestId: "req-123", path: "/v2/echo/health", error: expect.stringContaining("SQLITE_IOERR") })]);
+    expect(logged).toEqual([
+      expect.objectContaining({
+        level: "error",
+        requestId: "req-123",
+        path: "/v2/echo/health",
+        error: expect.stringContaining("SQLITE_IOERR"),
+      }),
+    ]);
     expect(log.lines.join("\n")).not.toContain(key);
     await store.close();
   } finally {

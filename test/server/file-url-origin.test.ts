@@ -8,7 +8,9 @@ import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 
 /** Uploads a file for `jobId` as `worker`, through the server's own URL (127.0.0.1): the file's URL. */
 async function upload(srv: TestServer, endpoint: string, workerId: string, jobId: string): Promise<string> {
-  const put = await srv.call("PUT", `/v2/${endpoint}/job-files/${workerId}/${jobId}/out.txt`, "the file", { headers: { "content-type": "text/plain" } });
+  const put = await srv.call("PUT", `/v2/${endpoint}/job-files/${workerId}/${jobId}/out.txt`, "the file", {
+    headers: { "content-type": "text/plain" },
+  });
   expect(put.status).toBe(200);
   return ((await put.json()) as { url: string }).url;
 }
@@ -52,9 +54,23 @@ test("a job's file URL is on the origin its client called, not the worker's; pub
 test("a request without a valid Host header is a 400 naming it, and queues nothing", async () => {
   await using srv = await startTestServer();
   for (const host of ["", "not a host", "evil.example/x"]) {
-    for (const [method, path] of [["POST", "/v2/echo/run"], ["GET", "/v2/echo/health"], ["GET", "/v2/echo/job-take/w1"], ["GET", "/nowhere"]]) {
-      const res = await fetch(`${srv.url}${path}`, { method, headers: { host, authorization: `Bearer ${srv.key}` }, body: method === "POST" ? JSON.stringify({ input: {} }) : undefined });
-      expect({ host, path, status: res.status, body: await res.json() }).toEqual({ host, path, status: 400, body: { error: "the request has no valid Host header" } });
+    for (const [method, path] of [
+      ["POST", "/v2/echo/run"],
+      ["GET", "/v2/echo/health"],
+      ["GET", "/v2/echo/job-take/w1"],
+      ["GET", "/nowhere"],
+    ]) {
+      const res = await fetch(`${srv.url}${path}`, {
+        method,
+        headers: { host, authorization: `Bearer ${srv.key}` },
+        body: method === "POST" ? JSON.stringify({ input: {} }) : undefined,
+      });
+      expect({ host, path, status: res.status, body: await res.json() }).toEqual({
+        host,
+        path,
+        status: 400,
+        body: { error: "the request has no valid Host header" },
+      });
     }
   }
   expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(0);
@@ -93,7 +109,13 @@ test("an OpenAI-compatible request records its client's origin too", async () =>
   const answer = openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "a file" }] });
   const job = await taking;
   const url = await upload(srv, "vllm", worker.id, job.id);
-  const completion = { id: "c1", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: url } }] };
+  const completion = {
+    id: "c1",
+    object: "chat.completion",
+    created: 1,
+    model: "m",
+    choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: url } }],
+  };
   expect((await worker.done(job.id, { output: completion })).status).toBe(200);
   const content = (await answer).choices[0]!.message.content!;
   expect(content).toStartWith(`${client}/files/vllm/${job.id}/out.txt?`);

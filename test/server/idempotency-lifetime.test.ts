@@ -13,49 +13,75 @@ const stores = {
 };
 
 /** A POST with an Idempotency-Key and a body given as text, so that its keys keep the order written. */
-const post = (srv: TestServer, path: string, key: string, body: string) => srv.call("POST", path, body, { headers: { "idempotency-key": key } });
+const post = (srv: TestServer, path: string, key: string, body: string) =>
+  srv.call("POST", path, body, { headers: { "idempotency-key": key } });
 
 /** The jobs the server keeps for echo, by state. */
 const jobs = async (srv: TestServer) => (await srv.json("GET", "/v2/echo/health"))[1].jobs as Record<string, number>;
 
 describe("Idempotency-Keys outlive their jobs", () => {
-  test.each(Object.keys(stores) as (keyof typeof stores)[])("%s: /runsync retried with its key after its job is gone is a 409 naming the key and the job, never a second run", async (name) => {
-    const clock = new ManualClock();
-    await using srv = await startTestServer({ clock, store: await stores[name]() });
-    const worker = protocolWorker(srv, "echo", "w1");
-    const body = JSON.stringify({ input: { v: 7 } });
-    const first = post(srv, "/v2/echo/runsync", "sync-1", body);
-    const job = await until(() => worker.take(), "the runsync job to be queued");
-    await worker.done(job.id, { output: { v: 7 } });
-    expect(await (await first).json()).toMatchObject({ id: job.id, status: "COMPLETED", output: { v: 7 } });
+  test.each(Object.keys(stores) as (keyof typeof stores)[])(
+    "%s: /runsync retried with its key after its job is gone is a 409 naming the key and the job, never a second run",
+    async (name) => {
+      const clock = new ManualClock();
+      await using srv = await startTestServer({ clock, store: await stores[name]() });
+      const worker = protocolWorker(srv, "echo", "w1");
+      const body = JSON.stringify({ input: { v: 7 } });
+      const first = post(srv, "/v2/echo/runsync", "sync-1", body);
+      const job = await until(() => worker.take(), "the runsync job to be queued");
+      await worker.done(job.id, { output: { v: 7 } });
+      expect(await (await first).json()).toMatchObject({ id: job.id, status: "COMPLETED", output: { v: 7 } });
 
-    // Within its retention (60 s for a runsync job) a retry answers the job's final state and output.
-    clock.advance(30_000);
-    const kept = await post(srv, "/v2/echo/runsync", "sync-1", body);
-    expect([kept.status, await kept.json()]).toMatchObject([200, { id: job.id, status: "COMPLETED", output: { v: 7 } }]);
+      // Within its retention (60 s for a runsync job) a retry answers the job's final state and output.
+      clock.advance(30_000);
+      const kept = await post(srv, "/v2/echo/runsync", "sync-1", body);
+      expect([kept.status, await kept.json()]).toMatchObject([200, { id: job.id, status: "COMPLETED", output: { v: 7 } }]);
 
-    // 65 s after it ended the job is gone, before the sweep and after it: the key still names it.
-    clock.advance(35_000);
-    const gone = { error: `Idempotency-Key "sync-1" was used for job ${job.id}, which is no longer kept (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key` };
-    for (const swept of [false, true]) {
-      if (swept) await srv.server.sweep();
-      const run = await post(srv, "/v2/echo/run", "sync-1", body);
-      expect({ swept, status: run.status, body: await run.json() }).toEqual({ swept, status: 409, body: gone });
-      const retried = await post(srv, "/v2/echo/runsync?wait=1000", "sync-1", body);
-      expect({ swept, status: retried.status, body: await retried.json() }).toEqual({ swept, status: 409, body: gone });
-    }
-    expect(await worker.take()).toBeNull();
-    expect(await jobs(srv)).toMatchObject({ inQueue: 0, inProgress: 0 });
-  });
+      // 65 s after it ended the job is gone, before the sweep and after it: the key still names it.
+      clock.advance(35_000);
+      const gone = {
+        error: `Idempotency-Key "sync-1" was used for job ${job.id}, which is no longer kept (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key`,
+      };
+      for (const swept of [false, true]) {
+        if (swept) await srv.server.sweep();
+        const run = await post(srv, "/v2/echo/run", "sync-1", body);
+        expect({ swept, status: run.status, body: await run.json() }).toEqual({ swept, status: 409, body: gone });
+        const retried = await post(srv, "/v2/echo/runsync?wait=1000", "sync-1", body);
+        expect({ swept, status: retried.status, body: await retried.json() }).toEqual({ swept, status: 409, body: gone });
+      }
+      expect(await worker.take()).toBeNull();
+      expect(await jobs(srv)).toMatchObject({ inQueue: 0, inProgress: 0 });
+    },
+  );
 
   test("the body is compared in canonical form: the order of its object keys does not matter, an array's does", async () => {
     await using srv = await startTestServer();
-    const a = await post(srv, "/v2/echo/run", "order-1", '{"input":{"a":1,"b":{"x":1,"y":[1,2]}},"policy":{"ttl":60000,"lowPriority":false}}');
-    const b = await post(srv, "/v2/echo/run", "order-1", '{"policy":{"lowPriority":false,"ttl":60000},"input":{"b":{"y":[1,2],"x":1},"a":1}}');
+    const a = await post(
+      srv,
+      "/v2/echo/run",
+      "order-1",
+      '{"input":{"a":1,"b":{"x":1,"y":[1,2]}},"policy":{"ttl":60000,"lowPriority":false}}',
+    );
+    const b = await post(
+      srv,
+      "/v2/echo/run",
+      "order-1",
+      '{"policy":{"lowPriority":false,"ttl":60000},"input":{"b":{"y":[1,2],"x":1},"a":1}}',
+    );
     const { id } = (await a.json()) as { id: string };
     expect([a.status, b.status, await b.json()]).toEqual([200, 200, { id, status: "IN_QUEUE" }]);
-    const swapped = await post(srv, "/v2/echo/run", "order-1", '{"input":{"a":1,"b":{"x":1,"y":[2,1]}},"policy":{"ttl":60000,"lowPriority":false}}');
-    expect([swapped.status, await swapped.json()]).toEqual([422, { error: `Idempotency-Key already used for job ${id} with another request body: a retry must send the same body; a new request needs a new key` }]);
+    const swapped = await post(
+      srv,
+      "/v2/echo/run",
+      "order-1",
+      '{"input":{"a":1,"b":{"x":1,"y":[2,1]}},"policy":{"ttl":60000,"lowPriority":false}}',
+    );
+    expect([swapped.status, await swapped.json()]).toEqual([
+      422,
+      {
+        error: `Idempotency-Key already used for job ${id} with another request body: a retry must send the same body; a new request needs a new key`,
+      },
+    ]);
     expect((await jobs(srv)).inQueue).toBe(1);
   });
 

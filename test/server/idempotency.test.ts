@@ -15,13 +15,19 @@ describe("Idempotency-Key on /run and /runsync", () => {
     expect([first.status, again.status]).toEqual([200, 200]);
     expect(b).toEqual({ id: a!.id, status: "IN_QUEUE" });
     // Sent as a quoted string, it is the same key.
-    expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem('"order-1"'))).json()).toEqual({ id: a!.id, status: "IN_QUEUE" });
+    expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem('"order-1"'))).json()).toEqual({
+      id: a!.id,
+      status: "IN_QUEUE",
+    });
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(3);
     // Once it has ended, the retry answers its final state.
     await srv.call("POST", `/v2/echo/cancel/${a!.id}`);
-    expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem("order-1"))).json()).toEqual({ id: a!.id, status: "CANCELLED" });
+    expect(await (await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem("order-1"))).json()).toEqual({
+      id: a!.id,
+      status: "CANCELLED",
+    });
   });
 
   test("a retry of a job accepted before the endpoint's workers began failing to start gets its job, not the 503", async () => {
@@ -44,9 +50,14 @@ describe("Idempotency-Key on /run and /runsync", () => {
     await srv.call("POST", "/v2/echo/run", { input: { n: 1 } }, idem("k"));
     const other = await srv.call("POST", "/v2/echo/run", { input: { n: 2 } }, idem("k"));
     expect(other.status).toBe(422);
-    expect((await other.json()) as unknown).toEqual({ error: expect.stringMatching(/Idempotency-Key already used for job \S+ with another request body/) });
+    expect((await other.json()) as unknown).toEqual({
+      error: expect.stringMatching(/Idempotency-Key already used for job \S+ with another request body/),
+    });
     const long = await srv.call("POST", "/v2/echo/run", { input: {} }, idem("x".repeat(256)));
-    expect([long.status, ((await long.json()) as { error: string }).error]).toEqual([400, "header Idempotency-Key must be 1 to 255 printable ASCII characters"]);
+    expect([long.status, ((await long.json()) as { error: string }).error]).toEqual([
+      400,
+      "header Idempotency-Key must be 1 to 255 printable ASCII characters",
+    ]);
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs.inQueue).toBe(1);
   });
 

@@ -40,8 +40,14 @@ describe("job logs", () => {
     const [, rest] = await srv.json("GET", `/v2/echo/logs/${done.id}?since=3`);
     expect(untimed(rest.logs)).toEqual(FIRST_FIVE.slice(3));
     expect(await srv.json("GET", `/v2/echo/logs/${done.id}?since=5`)).toEqual([200, { id: done.id, logs: [], truncated: false }]);
-    expect(await srv.json("GET", `/v2/echo/logs/${done.id}?since=-1`)).toEqual([400, { error: 'query parameter since must be an integer from 0 to 1000000000, got "-1"' }]);
-    expect(await srv.json("GET", "/v2/echo/logs/no-such-job")).toEqual([404, { error: "job no-such-job not found (unknown, purged or expired)" }]);
+    expect(await srv.json("GET", `/v2/echo/logs/${done.id}?since=-1`)).toEqual([
+      400,
+      { error: 'query parameter since must be an integer from 0 to 1000000000, got "-1"' },
+    ]);
+    expect(await srv.json("GET", "/v2/echo/logs/no-such-job")).toEqual([
+      404,
+      { error: "job no-such-job not found (unknown, purged or expired)" },
+    ]);
     // A read-only key reads them; a worker key does not.
     const readOnly = await createKey(srv.store, "reader", Date.now(), { scope: "read-only" });
     expect((await srv.json("GET", `/v2/echo/logs/${done.id}`, undefined, { auth: `Bearer ${readOnly.key}` }))[0]).toBe(200);
@@ -56,7 +62,9 @@ describe("job logs", () => {
     try {
       const release = join(dir, "release");
       const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: { release } });
-      const res = await fetch(`${srv.url}/v2/echo/status/${id}`, { headers: { authorization: `Bearer ${srv.key}`, accept: "text/event-stream" } });
+      const res = await fetch(`${srv.url}/v2/echo/status/${id}`, {
+        headers: { authorization: `Bearer ${srv.key}`, accept: "text/event-stream" },
+      });
       const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
       const events: { event: string; data: any }[] = [];
       let buffer = "";
@@ -78,7 +86,12 @@ describe("job logs", () => {
       await readUntil(() => logs().length >= 5);
       // Live: the job is still running, held by the fixture until the file exists.
       expect(logs()).toEqual(FIRST_FIVE);
-      expect(events.filter((e) => e.event === "status").map((e) => e.data.status).at(-1)).toBe("IN_PROGRESS");
+      expect(
+        events
+          .filter((e) => e.event === "status")
+          .map((e) => e.data.status)
+          .at(-1),
+      ).toBe("IN_PROGRESS");
       writeFileSync(release, "");
       await readUntil(() => false);
       expect(logs()).toEqual([...FIRST_FIVE, { level: "warn", message: "released" }]);
@@ -92,7 +105,18 @@ describe("job logs", () => {
 
   test("with two jobs running at once in one worker, each job's log has its ctx.log lines only", async () => {
     await using srv = await startTestServer({ server: polling });
-    await using _worker = spawnProcess([process.execPath, CLI, "worker", join(ROOT, "test/fixtures/log-many-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+    await using _worker = spawnProcess([
+      process.execPath,
+      CLI,
+      "worker",
+      join(ROOT, "test/fixtures/log-many-fixture.ts"),
+      "--url",
+      srv.url,
+      "--endpoint",
+      "echo",
+      "--api-key",
+      srv.key,
+    ]);
     const dir = mkdtempSync(join(tmpdir(), "spool-logs-"));
     try {
       const go = join(dir, "go");

@@ -215,7 +215,13 @@ describe("the job path's routes", () => {
     try {
       const { key } = await createKey(store, "k", clock.now());
       const call = (method: string, path: string, body?: unknown) =>
-        app.fetch(new Request(`http://127.0.0.1${path}`, { method, headers: { authorization: `Bearer ${key}` }, body: body === undefined ? undefined : JSON.stringify(body) }));
+        app.fetch(
+          new Request(`http://127.0.0.1${path}`, {
+            method,
+            headers: { authorization: `Bearer ${key}` },
+            body: body === undefined ? undefined : JSON.stringify(body),
+          }),
+        );
       const { id } = (await (await call("POST", "/v2/echo/run", { input: { n: 1 } })).json()) as { id: string };
       expect((await call("GET", "/v2/echo/job-take/w1")).status).toBe(200);
       expect((await call("POST", `/v2/echo/job-done/w1/${id}`, { output: 2 })).status).toBe(200);

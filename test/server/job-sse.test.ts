@@ -37,7 +37,12 @@ async function openEvents(srv: TestServer, path: string, lastEventId?: string) {
         if (end >= 0) {
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          const fields = Object.fromEntries(block.split("\n").filter((l) => !l.startsWith(":")).map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+          const fields = Object.fromEntries(
+            block
+              .split("\n")
+              .filter((l) => !l.startsWith(":"))
+              .map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]),
+          );
           if (fields.data === undefined) continue;
           return { event: fields.event!, id: fields.id!, data: JSON.parse(fields.data) };
         }
@@ -63,7 +68,10 @@ describe("server-sent events across servers", () => {
     const dirs = [mkdtempSync(join(tmpdir(), "spool-sse-")), mkdtempSync(join(tmpdir(), "spool-sse-"))];
     const servers = await Promise.all(
       dirs.map(async (data) => {
-        const config = parseConfig({ server: { port: 0, host: "127.0.0.1", data, streamWaitMs: 0 }, endpoints: { echo: { workersMax: 0 } } });
+        const config = parseConfig({
+          server: { port: 0, host: "127.0.0.1", data, streamWaitMs: 0 },
+          endpoints: { echo: { workersMax: 0 } },
+        });
         const store = await createStore(url, storeOptions(config));
         return { store, server: startServer({ config, store, log: silentLog }) };
       }),
@@ -72,7 +80,8 @@ describe("server-sent events across servers", () => {
       const { key } = await createKey(servers[0]!.store, "sse", Date.now());
       const [a, b] = servers.map((s) => s.server.url) as [string, string];
       const auth = { authorization: `Bearer ${key}` };
-      const post = (base: string, path: string, body: unknown) => fetch(`${base}/v2/echo/${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) });
+      const post = (base: string, path: string, body: unknown) =>
+        fetch(`${base}/v2/echo/${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) });
       const { id } = (await (await post(a, "run", { input: {} })).json()) as { id: string };
       const res = await fetch(`${a}/v2/echo/stream/${id}`, { headers: { ...auth, accept: "text/event-stream" } });
       const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -86,7 +95,10 @@ describe("server-sent events across servers", () => {
       await readUntil('"from b"');
       await post(b, `job-done/w1/${id}`, { output: "end" });
       for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
-      const events = text.split("\n\n").filter((e) => e.includes("data: ")).map((e) => /event: (\w+)/.exec(e)![1]);
+      const events = text
+        .split("\n\n")
+        .filter((e) => e.includes("data: "))
+        .map((e) => /event: (\w+)/.exec(e)![1]);
       expect(events).toEqual(["status", "status", "chunk", "status"]);
       expect(text).toContain('"status":"COMPLETED","delayTime"');
     } finally {
@@ -109,7 +121,9 @@ describe("server-sent events for jobs", () => {
     // The status event is the /status answer of that moment (a queued job with its position).
     expect(strip([(await first.next())!])).toEqual([{ event: "status", data: { id, status: "IN_QUEUE", queuePosition: 0 } }]);
     await worker.take();
-    expect(strip([(await first.next())!])).toEqual([{ event: "status", data: { id, status: "IN_PROGRESS", delayTime: expect.any(Number), workerId: "w1" } }]);
+    expect(strip([(await first.next())!])).toEqual([
+      { event: "status", data: { id, status: "IN_PROGRESS", delayTime: expect.any(Number), workerId: "w1" } },
+    ]);
     await worker.stream(id, "a");
     await worker.stream(id, "b");
     const a = (await first.next())!;
@@ -144,7 +158,11 @@ describe("server-sent events for jobs", () => {
       { event: "status", data: final },
     ]);
     // The events took nothing from a client that polls /stream: it still gets every chunk.
-    expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({ id, status: "COMPLETED", stream: [{ output: "a" }, { output: "b" }, { output: "c" }, { output: { d: 4 } }] });
+    expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({
+      id,
+      status: "COMPLETED",
+      stream: [{ output: "a" }, { output: "b" }, { output: "c" }, { output: { d: 4 } }],
+    });
   });
 
   test("progress is a status event; a failed job ends the stream with its error", async () => {
@@ -155,7 +173,9 @@ describe("server-sent events for jobs", () => {
     const events = await openEvents(srv, `/v2/echo/status/${id}`);
     expect((await events.next())!.data.status).toBe("IN_PROGRESS");
     await worker.done(id, { status: "IN_PROGRESS", output: { pct: 50 } });
-    expect(strip([(await events.next())!])).toEqual([{ event: "status", data: { id, status: "IN_PROGRESS", delayTime: expect.any(Number), output: { pct: 50 }, workerId: "w1" } }]);
+    expect(strip([(await events.next())!])).toEqual([
+      { event: "status", data: { id, status: "IN_PROGRESS", delayTime: expect.any(Number), output: { pct: 50 }, workerId: "w1" } },
+    ]);
     await worker.done(id, { error: "boom" });
     const rest = await events.rest();
     expect(rest.map((e) => [e.event, e.data.status, e.data.error])).toEqual([["status", "FAILED", "boom"]]);

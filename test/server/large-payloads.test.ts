@@ -32,10 +32,19 @@ describe.each(Object.entries(stores))("%s store", (_, store) => {
     const status = await srv.call("GET", `/v2/echo/status/${a.id}`, undefined, { auth: srv.key });
     expect(status.headers.get("content-type")).toContain("application/json");
     const body = await status.json();
-    expect(body).toEqual({ id: a.id, status: "COMPLETED", output: big("out"), delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: "w1" });
+    expect(body).toEqual({
+      id: a.id,
+      status: "COMPLETED",
+      output: big("out"),
+      delayTime: expect.any(Number),
+      executionTime: expect.any(Number),
+      workerId: "w1",
+    });
     expect((await srv.json("GET", `/v2/echo/status-sync/${a.id}`))[1]).toEqual(body);
 
-    const events = await fetch(`${srv.url}/v2/echo/status/${a.id}`, { headers: { authorization: `Bearer ${srv.key}`, accept: "text/event-stream" } });
+    const events = await fetch(`${srv.url}/v2/echo/status/${a.id}`, {
+      headers: { authorization: `Bearer ${srv.key}`, accept: "text/event-stream" },
+    });
     const stream = await events.text();
     const data = /event: status\nid: [^\n]*\ndata: ([^\n]*)\n/.exec(stream)?.[1];
     expect(JSON.parse(data!)).toEqual(body);

@@ -97,8 +97,12 @@ describe("execution timeout", () => {
     await srv.server.sweep();
     const [, timedOut] = await srv.json("GET", `/v2/echo/status/${id}`);
     expect(timedOut).toEqual({
-      id, status: "TIMED_OUT", error: "execution timeout of 6000 ms exceeded",
-      delayTime: 0, executionTime: 6_000, workerId: "w1",
+      id,
+      status: "TIMED_OUT",
+      error: "execution timeout of 6000 ms exceeded",
+      delayTime: 0,
+      executionTime: 6_000,
+      workerId: "w1",
     });
     expect(await w.stops()).toEqual([id]);
     await w.done(id, { output: "too late" });

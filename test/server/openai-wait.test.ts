@@ -40,7 +40,9 @@ async function pass(srv: TestServer, ms: number): Promise<void> {
 
 async function failure(call: PromiseLike<unknown>): Promise<any> {
   return call.then(
-    () => { throw new Error("expected the call to fail"); },
+    () => {
+      throw new Error("expected the call to fail");
+    },
     (err: unknown) => err,
   );
 }
@@ -53,7 +55,11 @@ async function statuses(srv: TestServer): Promise<string[]> {
 
 /** Reads an SSE body as text until `until` appears in what was read so far. */
 /** Reads an SSE body into `seen.text` until `until` appears in it, or (null) to its end. */
-async function readUntil(reader: { read(): Promise<{ done: boolean; value?: Uint8Array }> }, seen: { text: string }, until: string | null): Promise<void> {
+async function readUntil(
+  reader: { read(): Promise<{ done: boolean; value?: Uint8Array }> },
+  seen: { text: string },
+  until: string | null,
+): Promise<void> {
   const decoder = new TextDecoder();
   while (until === null || !seen.text.includes(until)) {
     const { done, value } = await reader.read();
@@ -71,7 +77,12 @@ describe("OpenAI routes wait in bounded time", () => {
     await pass(srv, 1);
     const err = await call;
     expect(err).toBeInstanceOf(OpenAI.InternalServerError);
-    expect({ status: err.status, type: err.type, code: err.code, param: err.param }).toEqual({ status: 503, type: "server_error", code: "no_worker", param: null });
+    expect({ status: err.status, type: err.type, code: err.code, param: err.param }).toEqual({
+      status: 503,
+      type: "server_error",
+      code: "no_worker",
+      param: null,
+    });
     expect(err.message).toContain("no worker took the request within 90 s");
     expect(await statuses(srv)).toEqual(["CANCELLED"]);
   });
@@ -85,7 +96,13 @@ describe("OpenAI routes wait in bounded time", () => {
     const worker = protocolWorker(srv, "vllm", "w1");
     const job = await worker.take();
     expect(job.input).toEqual({ openai_route: "/v1/completions", openai_input: { model: "m", prompt: "Say hi" } });
-    const answer: OpenAI.Completion = { id: "cmpl-1", object: "text_completion", created: 1, model: "m", choices: [{ index: 0, text: "hi", logprobs: null, finish_reason: "stop" }] };
+    const answer: OpenAI.Completion = {
+      id: "cmpl-1",
+      object: "text_completion",
+      created: 1,
+      model: "m",
+      choices: [{ index: 0, text: "hi", logprobs: null, finish_reason: "stop" }],
+    };
     await worker.done(job.id, { output: [answer] });
     expect(await call).toEqual(answer);
     expect(await statuses(srv)).toEqual(["COMPLETED", "CANCELLED"]);
@@ -115,17 +132,30 @@ describe("OpenAI routes wait in bounded time", () => {
     // Within the first keep-alive interval nothing is sent: a quick failure can still be an HTTP error.
     await pass(srv, KEEPALIVE);
     const response = await res;
-    expect({ status: response.status, type: response.headers.get("content-type") }).toEqual({ status: 200, type: "text/event-stream; charset=utf-8" });
+    expect({ status: response.status, type: response.headers.get("content-type") }).toEqual({
+      status: 200,
+      type: "text/event-stream; charset=utf-8",
+    });
     const reader = response.body!.getReader();
     const seen = { text: "" };
     await readUntil(reader, seen, "\n\n");
     expect(seen.text).toBe(": waiting for the first token\n\n");
     for (let waited = KEEPALIVE; waited < WAIT; waited += KEEPALIVE) await pass(srv, KEEPALIVE);
     await readUntil(reader, seen, null);
-    const [comments, events] = [seen.text.split("\n\n").filter((l) => l.startsWith(":")), seen.text.split("\n\n").filter((l) => l.startsWith("data: "))];
+    const [comments, events] = [
+      seen.text.split("\n\n").filter((l) => l.startsWith(":")),
+      seen.text.split("\n\n").filter((l) => l.startsWith("data: ")),
+    ];
     expect(comments).toEqual(Array(WAIT / KEEPALIVE).fill(": waiting for the first token"));
     expect(events.map((e) => JSON.parse(e.slice(6)))).toEqual([
-      { error: { message: expect.stringContaining("no worker took the request within 5 s"), type: "server_error", param: null, code: "no_worker" } },
+      {
+        error: {
+          message: expect.stringContaining("no worker took the request within 5 s"),
+          type: "server_error",
+          param: null,
+          code: "no_worker",
+        },
+      },
     ]);
     expect(await statuses(srv)).toEqual(["CANCELLED"]);
   });
@@ -137,7 +167,13 @@ describe("OpenAI routes wait in bounded time", () => {
     await pass(srv, KEEPALIVE);
     const worker = protocolWorker(srv, "vllm", "w1");
     const job = await worker.take();
-    const chunk = (content: string) => ({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+    const chunk = (content: string) => ({
+      id: "c1",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "m",
+      choices: [{ index: 0, delta: { content }, finish_reason: null }],
+    });
     await worker.stream(job.id, chunk("Hel"));
     await worker.stream(job.id, chunk("lo"));
     await worker.done(job.id, {}, true);
@@ -147,7 +183,11 @@ describe("OpenAI routes wait in bounded time", () => {
 
     const lateStream = openai(srv).chat.completions.create({ model: "m", messages, stream: true });
     await pass(srv, KEEPALIVE);
-    const reading = failure((async () => { for await (const _ of await lateStream); })());
+    const reading = failure(
+      (async () => {
+        for await (const _ of await lateStream);
+      })(),
+    );
     for (let waited = KEEPALIVE; waited < WAIT; waited += KEEPALIVE) await pass(srv, KEEPALIVE);
     const late = await reading;
     expect(late).toBeInstanceOf(OpenAI.APIError);
@@ -169,7 +209,14 @@ describe("OpenAI routes wait in bounded time", () => {
     const [code, body] = await srv.json("POST", "/v2/vllm/openai/v1/chat/completions", { model: "m" });
     expect({ code, body }).toEqual({
       code: 400,
-      body: { error: { message: "Invalid parameter: messages: Invalid input: expected array, received undefined", type: "invalid_request_error", param: "messages", code: null } },
+      body: {
+        error: {
+          message: "Invalid parameter: messages: Invalid input: expected array, received undefined",
+          type: "invalid_request_error",
+          param: "messages",
+          code: null,
+        },
+      },
     });
     const [code2, body2] = await srv.json("POST", "/v2/vllm/compat/v1/completions", { model: "m", stream: "yes", prompt: "x" });
     expect({ code: code2, param: body2.error.param }).toEqual({ code: 400, param: "stream" });

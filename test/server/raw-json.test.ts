@@ -16,14 +16,14 @@ test("a lazily parsed field reads its text once, parses on first use, and forget
 });
 
 test("a body written with a field given as text is the same JSON as the body written whole", () => {
-  const value = { s: "é\n\"😀", n: [1.5, 0, 1e21, null] };
+  const value = { s: 'é\n"😀', n: [1.5, 0, 1e21, null] };
   for (const body of [{}, { id: "x" }, { id: "x", output: 1, error: "e" }]) {
     expect(JSON.parse(stringifyWith(body, "output", JSON.stringify(value)))).toEqual({ ...body, output: value });
   }
 });
 
 test("a job written without a field never reads that field, writes a long one as its text, and is the same JSON otherwise", () => {
-  const output = { s: "é\n\"😀".repeat(2_000), nested: { input: "kept: not the job's own" } };
+  const output = { s: 'é\n"😀'.repeat(2_000), nested: { input: "kept: not the job's own" } };
   const job: Record<string, unknown> = { id: "j", gone: undefined, status: "COMPLETED" };
   lazyJson(job, "input", () => {
     throw new Error("the input was read");

@@ -15,13 +15,21 @@ test(`bodies nesting past ${MAX_JSON_DEPTH} levels are 400 and change nothing; $
     for (const path of ["/v2/vllm/run", "/v2/vllm/runsync", "/v2/echo/job-done/w1/x", "/v2/echo/job-stream/w1/x"]) {
       expect({ depth, path, answer: await srv.json("POST", path, nested(depth)) }).toEqual({ depth, path, answer: [400, refusal] });
     }
-    const [code, body] = await srv.json("POST", "/v2/vllm/openai/v1/chat/completions", `{"messages": [{"role": "user", "content": ${"[".repeat(depth)}${"]".repeat(depth)}}]}`);
-    expect({ depth, code, body }).toEqual({ depth, code: 400, body: { error: { message: refusal.error, type: "invalid_request_error", param: null, code: null } } });
+    const [code, body] = await srv.json(
+      "POST",
+      "/v2/vllm/openai/v1/chat/completions",
+      `{"messages": [{"role": "user", "content": ${"[".repeat(depth)}${"]".repeat(depth)}}]}`,
+    );
+    expect({ depth, code, body }).toEqual({
+      depth,
+      code: 400,
+      body: { error: { message: refusal.error, type: "invalid_request_error", param: null, code: null } },
+    });
   }
   expect((await srv.json("GET", "/v2/vllm/requests"))[1]).toEqual({ requests: [] });
 
   const [code, queued] = await srv.json("POST", "/v2/vllm/run", nested(MAX_JSON_DEPTH));
   expect({ code, status: queued.status }).toEqual({ code: 200, status: "IN_QUEUE" });
   const taken = await srv.call("GET", "/v2/vllm/job-take/w1");
-  expect(JSON.stringify((await taken.json() as { input: unknown }).input)).toBe(JSON.stringify(JSON.parse(nested(MAX_JSON_DEPTH)).input));
+  expect(JSON.stringify(((await taken.json()) as { input: unknown }).input)).toBe(JSON.stringify(JSON.parse(nested(MAX_JSON_DEPTH)).input));
 });

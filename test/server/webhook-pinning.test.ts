@@ -80,11 +80,34 @@ test("an https webhook is called at the checked address with the name's TLS name
   const dir = mkdtempSync(join(tmpdir(), "spool-tls-"));
   try {
     const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    const made = Bun.spawnSync(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-      "-subj", "/CN=hooks.spool.test", "-addext", "subjectAltName=DNS:hooks.spool.test"], { stderr: "pipe" });
+    const made = Bun.spawnSync(
+      [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hooks.spool.test",
+        "-addext",
+        "subjectAltName=DNS:hooks.spool.test",
+      ],
+      { stderr: "pipe" },
+    );
     expect(made.exitCode).toBe(0);
     // The certificate is trusted from the process's start, so the sender runs in a child process.
-    const child = Bun.spawn([process.execPath, HTTPS_FIXTURE, cert, key], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert }, stdout: "pipe", stderr: "pipe" });
+    const child = Bun.spawn([process.execPath, HTTPS_FIXTURE, cert, key], {
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: cert },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
     expect({ code, err: code === 0 ? "" : err }).toEqual({ code: 0, err: "" });
     const seen = JSON.parse(out.trim().split("\n").at(-1)!);
@@ -101,21 +124,62 @@ test("an https webhook is called at the checked address with the name's TLS name
 test("isPrivateAddress: each reserved range at both ends and just outside, IPv4 inside IPv6 judged by the IPv4 list", () => {
   const table: Record<string, boolean> = {
     // 0.0.0.0/8, 100.64.0.0/10, 169.254.0.0/16, 192.0.0.0/24, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4
-    "0.0.0.0": true, "0.255.255.255": true, "1.0.0.0": false,
-    "100.63.255.255": false, "100.64.0.0": true, "100.127.255.255": true, "100.128.0.0": false,
-    "169.253.255.255": false, "169.254.0.0": true, "169.254.169.254": true, "169.254.255.255": true, "169.255.0.0": false,
-    "191.255.255.255": false, "192.0.0.0": true, "192.0.0.255": true, "192.0.1.0": false,
-    "198.17.255.255": false, "198.18.0.0": true, "198.19.255.255": true, "198.20.0.0": false,
-    "223.255.255.255": false, "224.0.0.0": true, "239.255.255.255": true, "240.0.0.0": true, "255.255.255.254": true,
+    "0.0.0.0": true,
+    "0.255.255.255": true,
+    "1.0.0.0": false,
+    "100.63.255.255": false,
+    "100.64.0.0": true,
+    "100.127.255.255": true,
+    "100.128.0.0": false,
+    "169.253.255.255": false,
+    "169.254.0.0": true,
+    "169.254.169.254": true,
+    "169.254.255.255": true,
+    "169.255.0.0": false,
+    "191.255.255.255": false,
+    "192.0.0.0": true,
+    "192.0.0.255": true,
+    "192.0.1.0": false,
+    "198.17.255.255": false,
+    "198.18.0.0": true,
+    "198.19.255.255": true,
+    "198.20.0.0": false,
+    "223.255.255.255": false,
+    "224.0.0.0": true,
+    "239.255.255.255": true,
+    "240.0.0.0": true,
+    "255.255.255.254": true,
     // ::, ::1, fc00::/7, fe80::/10, multicast
-    "::": true, "::1": true, "::2": true, "fbff:ffff::1": false, "fc00::": true, "fdff:ffff::1": true, "fe00::": false,
-    "fe80::": true, "febf:ffff::1": true, "fec0::": false, "ff00::": true, "2001:db8::1": false,
+    "::": true,
+    "::1": true,
+    "::2": true,
+    "fbff:ffff::1": false,
+    "fc00::": true,
+    "fdff:ffff::1": true,
+    "fe00::": false,
+    "fe80::": true,
+    "febf:ffff::1": true,
+    "fec0::": false,
+    "ff00::": true,
+    "2001:db8::1": false,
     // ::ffff:0:0/96 (mapped), 64:ff9b::/96 (NAT64), 2002::/16 (6to4): the IPv4 address inside decides
-    "::ffff:0.0.0.0": true, "::ffff:100.64.0.1": true, "::ffff:198.18.0.1": true, "::ffff:240.0.0.1": true, "::ffff:203.0.113.7": false,
-    "64:ff9b::7f00:1": true, "64:ff9b::a9fe:a9fe": true, "64:ff9b::10.0.0.1": true, "64:ff9b::808:808": false, "64:ff9b::203.0.113.7": false,
-    "2002:7f00:1::": true, "2002:a9fe:a9fe::1": true, "2002:c0a8:101:1::1": true, "2002:808:808::1": false,
+    "::ffff:0.0.0.0": true,
+    "::ffff:100.64.0.1": true,
+    "::ffff:198.18.0.1": true,
+    "::ffff:240.0.0.1": true,
+    "::ffff:203.0.113.7": false,
+    "64:ff9b::7f00:1": true,
+    "64:ff9b::a9fe:a9fe": true,
+    "64:ff9b::10.0.0.1": true,
+    "64:ff9b::808:808": false,
+    "64:ff9b::203.0.113.7": false,
+    "2002:7f00:1::": true,
+    "2002:a9fe:a9fe::1": true,
+    "2002:c0a8:101:1::1": true,
+    "2002:808:808::1": false,
     // local-use NAT64 (64:ff9b:1::/48) reaches the network it is on
-    "64:ff9b:1::808:808": true, "64:ff9b:1:ffff::1": true,
+    "64:ff9b:1::808:808": true,
+    "64:ff9b:1:ffff::1": true,
   };
   const got = Object.fromEntries(Object.keys(table).map((ip) => [ip, isPrivateAddress(ip)]));
   expect(got).toEqual(table);

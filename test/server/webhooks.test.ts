@@ -39,12 +39,17 @@ describe("webhooks", () => {
     expect(verified).toEqual(status);
     // A tampered body or another secret fails verification.
     expect(() => new Webhook(secret).verify(call!.body.replace("COMPLETED", "FAILED"), call!.headers)).toThrow();
-    expect(() => new Webhook(`whsec_${Buffer.from("another secret, 24 bytes!").toString("base64")}`).verify(call!.body, call!.headers)).toThrow();
+    expect(() =>
+      new Webhook(`whsec_${Buffer.from("another secret, 24 bytes!").toString("base64")}`).verify(call!.body, call!.headers),
+    ).toThrow();
   });
 
   /** Waits until the sender has recorded `n` failed attempts (so the retry is scheduled). */
   const failedAttempts = (log: MemoryLog, n: number) =>
-    until(() => log.lines.filter((l) => l.includes("webhook attempt failed") || l.includes("webhook given up")).length >= n, `${n} failed attempts`);
+    until(
+      () => log.lines.filter((l) => l.includes("webhook attempt failed") || l.includes("webhook given up")).length >= n,
+      `${n} failed attempts`,
+    );
 
   test("a failed call is retried exactly 2 more times, 10 s apart, with the same webhook-id", async () => {
     const clock = new ManualClock(Date.now());
@@ -112,7 +117,11 @@ describe("webhooks", () => {
     await finishJob(srv, receiver.url, { error: "boom" });
     const [, { id: cancelled }] = await srv.json("POST", "/v2/echo/run", { input: {}, webhook: receiver.url });
     await srv.json("POST", `/v2/echo/cancel/${cancelled}`);
-    const [, { id: late }] = await srv.json("POST", "/v2/echo/run", { input: {}, webhook: receiver.url, policy: { executionTimeout: 6_000 } });
+    const [, { id: late }] = await srv.json("POST", "/v2/echo/run", {
+      input: {},
+      webhook: receiver.url,
+      policy: { executionTimeout: 6_000 },
+    });
     await protocolWorker(srv, "echo", "w2").take();
     clock.advance(6_000);
     await srv.server.sweep();
@@ -149,7 +158,10 @@ describe("webhooks", () => {
       await store.close();
 
       const server = startServer({
-        config: parseConfig({ server: { port: 0, host: "127.0.0.1", data: dataDir, webhookAllow: ["127.0.0.1"] }, endpoints: { echo: {} } }),
+        config: parseConfig({
+          server: { port: 0, host: "127.0.0.1", data: dataDir, webhookAllow: ["127.0.0.1"] },
+          endpoints: { echo: {} },
+        }),
         log: silentLog,
       });
       try {

@@ -47,7 +47,13 @@ async function state(srv: TestServer, ids: Record<string, string>) {
   for (const [name, id] of Object.entries(ids)) {
     const ep = name.endsWith("a") ? "a" : "b";
     const read = await srv.store.readChunks(ep, id, 0, now);
-    jobs[name] = read && { status: read.job.status, workerId: read.job.workerId, losses: read.job.losses, progress: read.job.progress, chunks: read.chunks };
+    jobs[name] = read && {
+      status: read.job.status,
+      workerId: read.job.workerId,
+      losses: read.job.losses,
+      progress: read.job.progress,
+      chunks: read.chunks,
+    };
   }
   const workers = { a: (await srv.store.health("a", now, 60_000)).workers, b: (await srv.store.health("b", now, 60_000)).workers };
   return { jobs, workers };
@@ -59,7 +65,11 @@ type Call = { method: string; path: string; body?: string };
 const ROUTES: Record<string, (ep: string, w: string, j: string) => Call> = {
   "job-take": (ep, w) => ({ method: "GET", path: `/v2/${ep}/job-take/${w}` }),
   "job-take-batch": (ep, w) => ({ method: "GET", path: `/v2/${ep}/job-take-batch/${w}?batch_size=4` }),
-  "job-done progress": (ep, w, j) => ({ method: "POST", path: `/v2/${ep}/job-done/${w}/${j}`, body: JSON.stringify({ status: "IN_PROGRESS", output: "half" }) }),
+  "job-done progress": (ep, w, j) => ({
+    method: "POST",
+    path: `/v2/${ep}/job-done/${w}/${j}`,
+    body: JSON.stringify({ status: "IN_PROGRESS", output: "half" }),
+  }),
   "job-done result": (ep, w, j) => ({ method: "POST", path: `/v2/${ep}/job-done/${w}/${j}`, body: JSON.stringify({ output: "stolen" }) }),
   "job-stream": (ep, w, j) => ({ method: "POST", path: `/v2/${ep}/job-stream/${w}/${j}`, body: JSON.stringify({ output: "x" }) }),
   ping: (ep, w) => ({ method: "GET", path: `/v2/${ep}/ping/${w}` }),
@@ -99,13 +109,36 @@ for (const [storeName, makeStore] of Object.entries(STORES)) {
 
       // The owners are answered as before: a's worker works its job, b's takes its stop.
       const own: Record<string, number> = {};
-      for (const route of ["job-stream", "job-done progress", "job-files", "ping listing the job", "job-stop", "job-done result", "job-take", "job-take-batch"]) {
+      for (const route of [
+        "job-stream",
+        "job-done progress",
+        "job-files",
+        "ping listing the job",
+        "job-stop",
+        "job-done result",
+        "job-take",
+        "job-take-batch",
+      ]) {
         own[route] = (await send(ROUTES[route]!("a", "wa", ids.ja), keyA)).status;
       }
-      expect(own).toEqual({ "job-stream": 200, "job-done progress": 200, "job-files": 200, "ping listing the job": 200, "job-stop": 204, "job-done result": 200, "job-take": 200, "job-take-batch": 204 });
+      expect(own).toEqual({
+        "job-stream": 200,
+        "job-done progress": 200,
+        "job-files": 200,
+        "ping listing the job": 200,
+        "job-stop": 204,
+        "job-done result": 200,
+        "job-take": 200,
+        "job-take-batch": 204,
+      });
       expect((await send(ROUTES["job-stop"]!("b", "wb", ""), keyB)).body).toEqual({ jobsToStop: [ids.jc] });
       expect(await state(srv, ids)).toMatchObject({
-        jobs: { ja: { status: "COMPLETED" }, jb: { status: "IN_PROGRESS", workerId: "wb", losses: 0, chunks: [] }, qa: { status: "IN_PROGRESS", workerId: "wa" }, qb: { status: "IN_QUEUE" } },
+        jobs: {
+          ja: { status: "COMPLETED" },
+          jb: { status: "IN_PROGRESS", workerId: "wb", losses: 0, chunks: [] },
+          qa: { status: "IN_PROGRESS", workerId: "wa" },
+          qb: { status: "IN_QUEUE" },
+        },
       });
     });
 

@@ -93,7 +93,11 @@ describe("job-done", () => {
     await w.take();
     await w.done(id, { status: "IN_PROGRESS", output: { percent: 40 } });
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toEqual({
-      id, status: "IN_PROGRESS", output: { percent: 40 }, delayTime: expect.any(Number), workerId: "w1",
+      id,
+      status: "IN_PROGRESS",
+      output: { percent: 40 },
+      delayTime: expect.any(Number),
+      workerId: "w1",
     });
     await w.done(id, { output: "final" });
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1].output).toBe("final");
@@ -104,7 +108,14 @@ describe("job-done", () => {
     const [, { id }] = await srv.json("POST", "/v2/echo/run", { input: {} });
     const w = protocolWorker(srv, "echo", "w1");
     await w.take();
-    const error = JSON.stringify({ error_type: "<class 'ValueError'>", error_message: "bad", error_traceback: "...", hostname: "h", worker_id: "w1", runpod_version: "1.12.0" });
+    const error = JSON.stringify({
+      error_type: "<class 'ValueError'>",
+      error_message: "bad",
+      error_traceback: "...",
+      hostname: "h",
+      worker_id: "w1",
+      runpod_version: "1.12.0",
+    });
     await w.done(id, { error });
     expect((await srv.json("GET", `/v2/echo/status/${id}`))[1]).toMatchObject({ status: "FAILED", error });
   });
@@ -119,7 +130,9 @@ describe("stream", () => {
     await w.stream(id, "a");
     await w.stream(id, { b: 2 });
     expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({
-      id, status: "IN_PROGRESS", stream: [{ output: "a" }, { output: { b: 2 } }],
+      id,
+      status: "IN_PROGRESS",
+      stream: [{ output: "a" }, { output: { b: 2 } }],
     });
     await w.stream(id, "c");
     await w.done(id, { output: ["a", { b: 2 }, "c"] }, true);
@@ -145,7 +158,11 @@ describe("stream", () => {
     const w = protocolWorker(srv, "echo", "w1");
     await w.take();
     await w.done(id, { output: { all: "at once" } });
-    expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({ id, status: "COMPLETED", stream: [{ output: { all: "at once" } }] });
+    expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1]).toEqual({
+      id,
+      status: "COMPLETED",
+      stream: [{ output: { all: "at once" } }],
+    });
   });
 
   test("a chunk over 1 MB is split into pieces that join back to it", async () => {

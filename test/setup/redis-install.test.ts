@@ -72,7 +72,11 @@ test("with no redis-server on PATH, the Redis test setup runs apt-get install (a
   delete env.SPOOL_TEST_REDIS_URL;
   const proc = Bun.spawn([process.execPath, "-e", script], { env, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  expect({ code, out, err: code === 0 ? "" : err }).toEqual({ code: 0, out: `on PATH: null\nstarted: ${join(bin.dir, "redis-server")}\nanswer: PONG\n`, err: "" });
+  expect({ code, out, err: code === 0 ? "" : err }).toEqual({
+    code: 0,
+    out: `on PATH: null\nstarted: ${join(bin.dir, "redis-server")}\nanswer: PONG\n`,
+    err: "",
+  });
   const apt = "-y -q -o DPkg::Lock::Timeout=300";
   expect(readFileSync(join(state, "calls"), "utf8")).toBe(`${apt} install redis-server\n${apt} update\n${apt} install redis-server\n`);
 }, 60_000);

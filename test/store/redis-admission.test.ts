@@ -11,7 +11,8 @@ import { RETENTION } from "./store-suite.ts";
 const prefix = () => `{t-${crypto.randomUUID().slice(0, 8)}}:`;
 const connect = async (p = prefix()) => RedisStore.connect(await redisUrl(), { retention: RETENTION }, p);
 const T0 = 1_790_000_000_000;
-const reservations = (client: Bun.RedisClient, p: string) => redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
+const reservations = (client: Bun.RedisClient, p: string) =>
+  redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
 
 /**
  * Real reservations that count what the trims do: the events these tests wait for instead of
@@ -68,7 +69,8 @@ describe("redis admission, several servers on one prefix", () => {
     try {
       // 300 requests on each server at once, then as many again once the first answers are in
       // (what one server reserved and left unused, it hands out itself).
-      const burst = () => Promise.all([a, b].flatMap((s) => Array.from({ length: 300 }, async () => (await s.admitRequest("ep:run", limit, 10_000, T0)).ok)));
+      const burst = () =>
+        Promise.all([a, b].flatMap((s) => Array.from({ length: 300 }, async () => (await s.admitRequest("ep:run", limit, 10_000, T0)).ok)));
       const admitted = [...(await burst()), ...(await burst())].filter(Boolean).length;
       expect(admitted).toBe(200);
       expect((await a.admitRequest("ep:run", limit, 10_000, T0 + 10_000)).ok).toBe(true);
@@ -112,7 +114,10 @@ describe("redis admission, several servers on one prefix", () => {
       const first = await s.admitRequest("ep:run", limit, 10_000, T0);
       if (first.ok) await first.release();
       // One slot is held free and no token: both ask Redis for a token, and the one resumed second finds the slot gone.
-      const both = await Promise.all([s.admitRequest("ep:run", limit, 10_000, T0 + 100), s.admitRequest("ep:run", limit, 10_000, T0 + 100)]);
+      const both = await Promise.all([
+        s.admitRequest("ep:run", limit, 10_000, T0 + 100),
+        s.admitRequest("ep:run", limit, 10_000, T0 + 100),
+      ]);
       expect(both.map((a) => a.ok)).toEqual([true, true]);
     } finally {
       await s.close();
@@ -122,7 +127,10 @@ describe("redis admission, several servers on one prefix", () => {
   test("admission: a steady stream of requests asks Redis for window tokens a few times a second, at 100 or 2000 requests/s", async () => {
     const client = new Bun.RedisClient(await redisUrl());
     try {
-      for (const [perSecond, seconds, most] of [[100, 4, 25], [2_000, 2, 30]] as const) {
+      for (const [perSecond, seconds, most] of [
+        [100, 4, 25],
+        [2_000, 2, 30],
+      ] as const) {
         const p = prefix();
         const backend = redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
         let asked = 0;
@@ -153,7 +161,9 @@ describe("redis admission, several servers on one prefix", () => {
     let asked = 0;
     const admission = new ReservedAdmission({ ...backend, reserve: (r) => (asked++, backend.reserve(r)) });
     try {
-      const all = await Promise.all(Array.from({ length: 16 }, () => admission.admit("ep:run", { requests: 1_000_000, concurrent: 200 }, 60_000, T0)));
+      const all = await Promise.all(
+        Array.from({ length: 16 }, () => admission.admit("ep:run", { requests: 1_000_000, concurrent: 200 }, 60_000, T0)),
+      );
       expect(all.every((a) => a.ok)).toBe(true);
       // One reservation in flight at a time, each twice the last: 1 + 2 + 4 + 8 + 16 covers 16.
       expect(asked).toBeLessThanOrEqual(5);
@@ -175,7 +185,10 @@ describe("redis admission, several servers on one prefix", () => {
       expect((await s.admitRequest("ep:run", limit, 10_000, start)).ok).toBe(true); // and holds its slot
       // The first window is used up: this one asks Redis and is refused; the next, in a new
       // window, arrives while it waits.
-      const [last, next] = await Promise.all([s.admitRequest("ep:run", limit, 10_000, start + 1), s.admitRequest("ep:run", limit, 10_000, start + 10_000)]);
+      const [last, next] = await Promise.all([
+        s.admitRequest("ep:run", limit, 10_000, start + 1),
+        s.admitRequest("ep:run", limit, 10_000, start + 10_000),
+      ]);
       expect([last.ok, next.ok]).toEqual([false, true]);
     } finally {
       await s.close();

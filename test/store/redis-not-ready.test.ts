@@ -37,7 +37,10 @@ test("while redis-server restarts and loads its append-only file under load, req
   // key-load-delay slows loading per key, so the load is long enough to be met by requests. Redis
   // answers anyone (LOADING) during a load only each time it has read this many bytes: every 2 MB
   // by default, more than these keys take, so requests would mostly wait unanswered until the end.
-  await using redis = await startOwnRedis({ aof: true, args: ["--key-load-delay", "20", "--loading-process-events-interval-bytes", "1024"] });
+  await using redis = await startOwnRedis({
+    aof: true,
+    args: ["--key-load-delay", "20", "--loading-process-events-interval-bytes", "1024"],
+  });
   const filler = new Bun.RedisClient(redis.url);
   for (let batch = 0; batch < 20; batch++) {
     await filler.send("MSET", Array.from({ length: 1_000 }, (_, i) => [`fill:${batch}:${i}`, "x"]).flat());
@@ -76,14 +79,20 @@ test("while redis-server restarts and loads its append-only file under load, req
   for (const a of failed) {
     expect(a.status).toBe(503);
     expect(a.retryAfter).toBe("1");
-    expect(a.error).toMatch(/^store unavailable: (Redis is loading its data after a restart|Redis refuses connections|the connection to Redis was closed or reset|Redis did not answer within 2000 ms)/);
+    expect(a.error).toMatch(
+      /^store unavailable: (Redis is loading its data after a restart|Redis refuses connections|the connection to Redis was closed or reset|Redis did not answer within 2000 ms)/,
+    );
   }
 });
 
 test("Redis's not-now answers are named for what happened; an error in a command is not one of them", () => {
   const named = (err: unknown) => notReady(err)?.message;
   expect(named(new Error("LOADING Redis is loading the dataset in memory"))).toBe("Redis is loading its data after a restart");
-  expect(named(new Error("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."))).toBe("Redis is a replica that lost its primary");
-  expect(named(Object.assign(new Error("Connection closed"), { code: "ERR_REDIS_CONNECTION_CLOSED" }))).toBe("the connection to Redis was closed or reset");
+  expect(named(new Error("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."))).toBe(
+    "Redis is a replica that lost its primary",
+  );
+  expect(named(Object.assign(new Error("Connection closed"), { code: "ERR_REDIS_CONNECTION_CLOSED" }))).toBe(
+    "the connection to Redis was closed or reset",
+  );
   expect(named(new Error("ERR wrong number of arguments for 'hget' command"))).toBeUndefined();
 });

@@ -75,7 +75,14 @@ test("a subscriber Bun stopped reconnecting is connected and subscribed again, a
     // That wake-up reached every wait, this one too: only a publication heard from here shows the subscription.
     heard = 0;
     // The publisher reconnects by itself; PUBLISH counts the subscribers it reached.
-    await until(() => publisher.send("PUBLISH", ["{sub}:events", topics.queue("ep")]).then((reached) => Number(reached) > 0, () => false), "a publication to reach the subscriber");
+    await until(
+      () =>
+        publisher.send("PUBLISH", ["{sub}:events", topics.queue("ep")]).then(
+          (reached) => Number(reached) > 0,
+          () => false,
+        ),
+      "a publication to reach the subscriber",
+    );
     await until(() => heard > 0, "the subscriber, subscribed again, to hear the publication");
   } finally {
     closed = true;

@@ -73,7 +73,11 @@ test("redis: submissions made while one is in flight go to Redis together as one
 test("redis: a submission that fails in Redis fails alone, the others sent with it land", () =>
   withRaw(async (s, raw, p) => {
     await raw.send("SET", [`${p}list:broken`, "not a sorted set"]); // the broken endpoint's listing cannot be written
-    const results = await Promise.allSettled([s.enqueue(newJob("a"), T0), s.enqueue(newJob("x", { endpointId: "broken" }), T0), s.enqueue(newJob("b"), T0)]);
+    const results = await Promise.allSettled([
+      s.enqueue(newJob("a"), T0),
+      s.enqueue(newJob("x", { endpointId: "broken" }), T0),
+      s.enqueue(newJob("b"), T0),
+    ]);
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect(String((results[1] as PromiseRejectedResult).reason)).toContain("WRONGTYPE");
     expect((await s.claim("ep", "w", 5, T0)).map((j) => j.id)).toEqual(["a", "b"]);
@@ -170,14 +174,47 @@ test("redis: an output that is the job's stream is kept once, in the job, and re
 test("redis: webhook calls recorded by earlier versions are still delivered with their job's status and output", () =>
   withRaw(async (s, raw, p) => {
     // As the store two versions before wrote it: the job's whole hash as one JSON text.
-    const job = { id: "old", ep: "ep", status: "COMPLETED", input: '{"id":"old"}', output: '{"done":true}', policy: JSON.stringify(policy), timeout: "60000", ttl: "86400000", low: "0", sync: "0", created: String(T0), queued: String(T0), expires: String(T0 + 60_000), losses: "0", retries: "0" };
+    const job = {
+      id: "old",
+      ep: "ep",
+      status: "COMPLETED",
+      input: '{"id":"old"}',
+      output: '{"done":true}',
+      policy: JSON.stringify(policy),
+      timeout: "60000",
+      ttl: "86400000",
+      low: "0",
+      sync: "0",
+      created: String(T0),
+      queued: String(T0),
+      expires: String(T0 + 60_000),
+      losses: "0",
+      retries: "0",
+    };
     await raw.send("HSET", [`${p}dl:old:1`, "url", "http://x/h", "job", JSON.stringify(job), "attempts", "2"]);
     // As the version before wrote it: the input and the output beside the other fields.
     const { input, output, ...fields } = { ...job, id: "apart" };
-    await raw.send("HSET", [`${p}dl:apart:2`, "url", "http://x/h", "job", JSON.stringify(fields), "attempts", "0", "input", input, "output", output]);
+    await raw.send("HSET", [
+      `${p}dl:apart:2`,
+      "url",
+      "http://x/h",
+      "job",
+      JSON.stringify(fields),
+      "attempts",
+      "0",
+      "input",
+      input,
+      "output",
+      output,
+    ]);
     await raw.send("ZADD", [`${p}dl`, String(T0), "old:1", String(T0 + 1), "apart:2"]);
     const [d, e] = await s.takeDueDeliveries(T0 + 1, 1_000, 10);
-    expect(d).toMatchObject({ id: "old:1", url: "http://x/h", attempts: 2, job: { id: "old", status: "COMPLETED", output: { done: true } } });
+    expect(d).toMatchObject({
+      id: "old:1",
+      url: "http://x/h",
+      attempts: 2,
+      job: { id: "old", status: "COMPLETED", output: { done: true } },
+    });
     expect(e).toMatchObject({ id: "apart:2", attempts: 0, job: { id: "apart", status: "COMPLETED", output: { done: true } } });
     expect(e && "input" in e.job).toBe(false);
   }));
@@ -198,7 +235,15 @@ test("redis: a webhook call owed for a job keeps no copy of its input, and its r
 test("redis: a result reads every field a job's hash can have but its input (the list the result's script reads)", () =>
   withRaw(async (s, raw, p) => {
     const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://s3" };
-    const rich = { webhook: "http://x/h", s3Config, keyId: "k1", origin: "http://10.0.0.5:8080", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", sync: true, policy: { ...policy, lowPriority: true } };
+    const rich = {
+      webhook: "http://x/h",
+      s3Config,
+      keyId: "k1",
+      origin: "http://10.0.0.5:8080",
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      sync: true,
+      policy: { ...policy, lowPriority: true },
+    };
     // One job that streamed and was read, retried after failing; one whose output is its stream.
     await s.enqueue(newJob("streamed", rich), T0);
     await s.enqueue(newJob("whole", { ...rich, idempotency: { key: "k", bodyHash: "h", ttlMs: 60_000 } }), T0);
@@ -246,7 +291,9 @@ test("redis: two servers on one Redis, each sent the same key at once, make one 
     const other = await connect(p);
     try {
       const tag = { key: "together", bodyHash: "h", ttlMs: 60_000 };
-      const sent = await Promise.all([s, other, s, other].map((store, i) => store.enqueue(newJob(`c${i}`, { keyId: "k", idempotency: tag }), T0, 100)));
+      const sent = await Promise.all(
+        [s, other, s, other].map((store, i) => store.enqueue(newJob(`c${i}`, { keyId: "k", idempotency: tag }), T0, 100)),
+      );
       expect(new Set(sent.map((j) => j.id)).size).toBe(1);
       expect(sent.filter((j) => !j.replayed).length).toBe(1);
       expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(1);
@@ -257,7 +304,8 @@ test("redis: two servers on one Redis, each sent the same key at once, make one 
 
 test("redis: a key written before keys had an expiry (named by its job) is kept as long as its job, then is free", () =>
   withRaw(async (s, raw, p) => {
-    const keyed = (id: string) => newJob(id, { keyId: "k", policy: { ...policy, ttl: 10_000 }, idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 } });
+    const keyed = (id: string) =>
+      newJob(id, { keyId: "k", policy: { ...policy, ttl: 10_000 }, idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 } });
     await s.enqueue(keyed("a"), T0);
     // As the earlier form wrote it: {job, ih}, its name in the job's hash, removed with the job.
     const ik = `${p}idem:k:ep:order-1`;

@@ -42,7 +42,11 @@ describe("redis store, when Redis stops answering", () => {
   test("paused past a reconnection attempt, the store fails calls as unavailable and works again once Redis answers", async () => {
     await using redis = await startOwnRedis();
     const store = await connect(redis.url);
-    const attempt = () => store.get("ep", "nope", Date.now()).then(() => "answered", (err: unknown) => (err instanceof StoreUnavailableError ? "unavailable" : String(err)));
+    const attempt = () =>
+      store.get("ep", "nope", Date.now()).then(
+        () => "answered",
+        (err: unknown) => (err instanceof StoreUnavailableError ? "unavailable" : String(err)),
+      );
     try {
       redis.proc.kill("SIGSTOP");
       // The first call trips the watch; the next ones each wait for a connection attempt that
@@ -83,7 +87,9 @@ describe("redis store, when Redis stops answering", () => {
       const res = await srv.call("POST", "/v2/echo/run", { input: { n: 1 } });
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("1");
-      expect(((await res.json()) as { error: string }).error).toStartWith(`store unavailable: Redis did not answer within ${REPLY_TIMEOUT_MS} ms`);
+      expect(((await res.json()) as { error: string }).error).toStartWith(
+        `store unavailable: Redis did not answer within ${REPLY_TIMEOUT_MS} ms`,
+      );
       expect((await srv.call("GET", "/v2/echo/status/nope")).status).toBe(503);
       expect(warnings).toEqual(["store unavailable: requests answer 503"]);
       expect(await isPaused(redis.proc)).toBe(true);
@@ -92,7 +98,10 @@ describe("redis store, when Redis stops answering", () => {
     }
     // Once Redis answers again so does the server: the first request after it resumes may still
     // meet the store's reconnection (a 503 that made nothing), so it is asked until it answers.
-    await until(async () => (await srv.json("POST", "/v2/echo/run", { input: { n: 1 } }))[0] === 200, "the server to accept again once Redis answers");
+    await until(
+      async () => (await srv.json("POST", "/v2/echo/run", { input: { n: 1 } }))[0] === 200,
+      "the server to accept again once Redis answers",
+    );
   });
 });
 
@@ -120,7 +129,10 @@ describe("redis admission, when Redis stops answering", () => {
       expect(await until(async () => (await scriptsRun()) - before, "Redis to run the reservation it received while paused")).toBe(1);
       // a gives it back on one of its next trims: b is admitted then.
       let i = 0;
-      await until(async () => (await b.admitRequest("ep:run", limit, 10_000, now + 1 + i++)).ok, "b to be admitted to the slot a gave back");
+      await until(
+        async () => (await b.admitRequest("ep:run", limit, 10_000, now + 1 + i++)).ok,
+        "b to be admitted to the slot a gave back",
+      );
     } finally {
       redis.proc.kill("SIGCONT");
       await Promise.all([a.close(), b.close()]);
@@ -138,7 +150,11 @@ test("redis admission: slots a trim could not give back while Redis did not answ
   const real = redisReservations(client, new RedisScripts(client, [p, RETENTION.syncMs, RETENTION.asyncMs]), p);
   // Counts the give-backs that failed: the event that shows a trim tried while Redis was paused.
   let failedGiveBacks = 0;
-  const backend = { ...real, giveBack: (bucket: string, ids: string[]) => real.giveBack(bucket, ids).catch((err: unknown) => Promise.reject((failedGiveBacks++, err))) };
+  const backend = {
+    ...real,
+    giveBack: (bucket: string, ids: string[]) =>
+      real.giveBack(bucket, ids).catch((err: unknown) => Promise.reject((failedGiveBacks++, err))),
+  };
   const other = new Bun.RedisClient(redis.url);
   const b = new ReservedAdmission(redisReservations(other, new RedisScripts(other, [p, RETENTION.syncMs, RETENTION.asyncMs]), p), 10);
   const a = new ReservedAdmission(backend, 10); // trims every 10 ms: a slot unused for 200 ms is surplus
@@ -155,7 +171,10 @@ test("redis admission: slots a trim could not give back while Redis did not answ
     expect(await isPaused(redis.proc)).toBe(true);
     redis.proc.kill("SIGCONT");
     let i = 0;
-    await until(async () => (await b.admit("ep:run", limit, 10_000, now + 1 + i++)).ok, "b to be admitted to the slot a gives back once Redis answers");
+    await until(
+      async () => (await b.admit("ep:run", limit, 10_000, now + 1 + i++)).ok,
+      "b to be admitted to the slot a gives back once Redis answers",
+    );
   } finally {
     redis.proc.kill("SIGCONT");
     await Promise.all([a.close(), b.close()]);

@@ -6,7 +6,7 @@ test("the queue's order and ranks match a sorted list through random adds and de
   const model: number[] = [];
   let next = 1;
   let seed = 42;
-  const rand = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   for (let step = 0; step < 20_000; step++) {
     const r = rand();
     if (r < 0.5 || model.length === 0) {

@@ -11,7 +11,7 @@ test("the count of queued jobs kept as written (the bound on their memory) follo
   const written = {} as StoredJob; // only its presence is counted
   const model = new Map<string, boolean>(); // "endpoint/seq" -> kept as written
   let seed = 7;
-  const rand = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   for (let step = 0; step < 5_000; step++) {
     const ep = `ep${Math.floor(rand() * 3)}`;
     const seq = 1 + Math.floor(rand() * 300);

@@ -74,7 +74,10 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health, 
   const plans: Record<string, string[]> = {};
   for (const sql of seen) {
     if (/^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|PRAGMA)/i.test(sql)) continue;
-    const steps = db!.query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => r.detail);
+    const steps = db!
+      .query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all()
+      .map((r) => r.detail);
     plans[sql.replace(/\s+/g, " ").trim()] = steps;
   }
   const bad = Object.entries(plans).filter(([sql, steps]) => grows(sql, steps));
@@ -82,12 +85,17 @@ test("no statement of submit, take, done, status, cancel, retry, purge, health, 
   expect(bad).toEqual([]);
 
   // The rule catches what the backlog used to cost: the old backpressure count and health.
-  const explain = (sql: string) => db!.query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => r.detail);
+  const explain = (sql: string) =>
+    db!
+      .query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${sql}`)
+      .all()
+      .map((r) => r.detail);
   const oldDepth = "SELECT COUNT(*) AS n FROM jobs WHERE endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?";
   const oldHealth = "SELECT status, COUNT(*) AS n FROM jobs WHERE endpoint = ? AND expires_at > ? GROUP BY status";
   const unindexedMin = "SELECT MIN(queued_at) AS m FROM jobs";
   // The old /requests?status= walked an endpoint's history for the page's rows of one status.
-  const oldList = "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND status = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?";
+  const oldList =
+    "SELECT rowid AS rid, * FROM jobs WHERE endpoint = ? AND status = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?";
   expect([oldDepth, oldHealth, unindexedMin, oldList].map((sql) => grows(sql, explain(sql)))).toEqual([true, true, true, true]);
   await store.close();
 });
@@ -106,7 +114,12 @@ function grows(sql: string, steps: string[]): boolean {
   // Rows wanted by a status given as a parameter are found by it, not filtered from others.
   if (/\bWHERE\b.*\bstatus = \?(?!\d)/s.test(sql) && /\bFROM jobs\b/.test(sql) && !steps.some((d) => /\bstatus=\?/.test(d))) return true;
   // A bare MIN or MAX of one indexed column is SQLite's min/max optimisation: one index entry read.
-  if (/^SELECT (MIN|MAX)\(\w+\)( AS \w+)? FROM jobs$/i.test(sql) && steps.length === 1 && /^SEARCH jobs USING COVERING INDEX \w+$/.test(steps[0]!)) return false;
+  if (
+    /^SELECT (MIN|MAX)\(\w+\)( AS \w+)? FROM jobs$/i.test(sql) &&
+    steps.length === 1 &&
+    /^SEARCH jobs USING COVERING INDEX \w+$/.test(steps[0]!)
+  )
+    return false;
   const aggregates = /\b(COUNT|SUM|MIN|MAX)\s*\(|GROUP BY/i.test(sql) && /\bFROM jobs\b/i.test(sql);
   return aggregates && !steps.some((d) => /USING INDEX (jobs_expiry \(expires_at<\?\)|jobs_in_progress \(worker_id=\?\))/.test(d));
 }

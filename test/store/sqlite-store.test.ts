@@ -21,7 +21,8 @@ test("sqlite: counts and queue order kept in memory are rebuilt from the file wh
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
     let s = SqliteStore.open(dir, { retention: RETENTION });
-    for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: {}, policy: { ...policy, lowPriority: id === "d" }, sync: false }, T0);
+    for (const id of ["a", "b", "c", "d"])
+      await s.enqueue({ id, endpointId: "ep", input: {}, policy: { ...policy, lowPriority: id === "d" }, sync: false }, T0);
     await s.claim("ep", "w", 1, T0);
     await s.cancel("ep", "b", T0);
     await s.close();
@@ -29,7 +30,7 @@ test("sqlite: counts and queue order kept in memory are rebuilt from the file wh
     s = SqliteStore.open(dir, { retention: RETENTION });
     expect((await s.health("ep", T0, 60_000)).jobs).toEqual({ completed: 0, failed: 0, inProgress: 1, inQueue: 2, retried: 0 });
     expect(await Promise.all(["a", "b", "c", "d"].map((id) => s.queuePosition("ep", id, T0)))).toEqual([null, null, 0, 1]);
-    expect((await s.scalingStats("ep", T0, 60_000))).toMatchObject({ queued: 1, queuedLowPriority: 1, inProgress: 1, oldestQueuedAt: T0 });
+    expect(await s.scalingStats("ep", T0, 60_000)).toMatchObject({ queued: 1, queuedLowPriority: 1, inProgress: 1, oldestQueuedAt: T0 });
     await s.enqueue({ id: "e", endpointId: "ep", input: {}, policy, sync: false }, T0 + 1);
     expect((await s.claim("ep", "w", 5, T0 + 1)).map((j) => j.id)).toEqual(["c", "d", "e"]);
     await s.close();
@@ -66,7 +67,12 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
     expect((await s.readStream("ep", "b", T0))?.chunks).toEqual([]);
     await s.close();
     const after = new Database(join(dir, "spool.db"));
-    const indexes = after.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name").all().map((r) => r.name);
+    const indexes = after
+      .query<{ name: string }, []>(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL ORDER BY name",
+      )
+      .all()
+      .map((r) => r.name);
     after.close();
     expect(indexes).toEqual(["jobs_ended", "jobs_expiry", "jobs_in_progress", "jobs_list"]);
   } finally {
@@ -81,7 +87,9 @@ test("sqlite: a file of schema 8 opens without the on-disk queue index, and its 
     for (const id of ["a", "b", "c", "d"]) await s.enqueue({ id, endpointId: "ep", input: { id }, policy, sync: false }, T0);
     await s.close();
     const db = new Database(join(dir, "spool.db"));
-    db.run(`CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; ALTER TABLE jobs DROP COLUMN traceparent; PRAGMA user_version = 8;`);
+    db.run(
+      `CREATE INDEX jobs_queued ON jobs(endpoint, seq) WHERE status = 'IN_QUEUE'; ${BEFORE_IDEMPOTENCY} ALTER TABLE workers DROP COLUMN key_id; ALTER TABLE jobs DROP COLUMN origin; ALTER TABLE jobs DROP COLUMN traceparent; PRAGMA user_version = 8;`,
+    );
     db.close();
 
     s = SqliteStore.open(dir, { retention: RETENTION });
@@ -105,7 +113,12 @@ test("sqlite: writes committed together stand or fall alone: a failing one rejec
   const job = (id: string) => ({ id, endpointId: "ep", input: { id }, policy, sync: false });
   await s.enqueue(job("a"), T0);
   // Same turn of the event loop: one transaction, in which the duplicate id fails.
-  const results = await Promise.allSettled([s.enqueue(job("b"), T0), s.enqueue(job("a"), T0), s.enqueue(job("c"), T0), s.enqueue(job("d"), T0, 2)]);
+  const results = await Promise.allSettled([
+    s.enqueue(job("b"), T0),
+    s.enqueue(job("a"), T0),
+    s.enqueue(job("c"), T0),
+    s.enqueue(job("d"), T0, 2),
+  ]);
   expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled", "rejected"]);
   expect(String((results[1] as PromiseRejectedResult).reason)).toContain("UNIQUE");
   expect((await s.health("ep", T0, 60_000)).jobs.inQueue).toBe(3);
@@ -132,7 +145,12 @@ test("sqlite: a long input is kept beside the row, survives a restart, and goes 
     const short = { ...policy, ttl: 10_000 };
     const long = (n: number) => ({ data: String(n).repeat(5_000) });
     let s = SqliteStore.open(dir, { retention: RETENTION });
-    for (const [id, ep] of [["a", "ep"], ["b", "ep"], ["c", "other"]] as const) await s.enqueue({ id, endpointId: ep, input: long(id.length), policy: short, sync: false }, T0);
+    for (const [id, ep] of [
+      ["a", "ep"],
+      ["b", "ep"],
+      ["c", "other"],
+    ] as const)
+      await s.enqueue({ id, endpointId: ep, input: long(id.length), policy: short, sync: false }, T0);
     await s.close();
     const rows = (ids: string) => {
       const db = new Database(join(dir, "spool.db"));
@@ -160,7 +178,7 @@ test("sqlite: a webhook call owed for a job keeps no copy of its input, long or 
   try {
     const s = SqliteStore.open(dir, { retention: RETENTION });
     const long = { prompt: "i".repeat(1_000_000) }; // kept apart from its row
-    const output = { image: "o".repeat(10_000), note: "é😀\n\"" };
+    const output = { image: "o".repeat(10_000), note: 'é😀\n"' };
     await s.enqueue({ id: "long", endpointId: "ep", input: long, webhook: "http://x/h", policy, sync: false }, T0);
     await s.enqueue({ id: "short", endpointId: "ep", input: { n: 1 }, webhook: "http://x/h", policy, sync: false }, T0);
     await s.enqueue({ id: "cancelled", endpointId: "ep", input: long, webhook: "http://x/h", policy, sync: false }, T0);
@@ -189,7 +207,8 @@ test("sqlite: the write-ahead log is copied into the database file by the store'
     const before = statSync(file).size;
     // Far below the size at which the server's own connection would checkpoint (~40 MB of log):
     // only the checkpoint thread moves these pages into the file.
-    for (let i = 0; i < 200; i++) await s.enqueue({ id: `j${i}`, endpointId: "ep", input: { pad: "x".repeat(2000) }, policy, sync: false }, T0);
+    for (let i = 0; i < 200; i++)
+      await s.enqueue({ id: `j${i}`, endpointId: "ep", input: { pad: "x".repeat(2000) }, policy, sync: false }, T0);
     await until(() => statSync(file).size > before, "the checkpoint thread to copy the log into spool.db");
     await s.close();
   } finally {
@@ -201,12 +220,23 @@ test("sqlite: Idempotency-Keys past their ttl are removed by the sweep, whatever
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
     const s = SqliteStore.open(dir, { retention: RETENTION });
-    const keyed = (id: string, key: string, ttlMs: number) => ({ id, endpointId: "ep", input: {}, policy, sync: false, keyId: "k", idempotency: { key, bodyHash: "h", ttlMs } });
+    const keyed = (id: string, key: string, ttlMs: number) => ({
+      id,
+      endpointId: "ep",
+      input: {},
+      policy,
+      sync: false,
+      keyId: "k",
+      idempotency: { key, bodyHash: "h", ttlMs },
+    });
     await s.enqueue(keyed("a", "short", 1_000), T0);
     await s.enqueue(keyed("b", "long", 5_000), T0);
     const kept = () => {
       const db = new Database(join(dir, "spool.db"));
-      const keys = db.query<{ scope: string }, []>("SELECT scope FROM idempotency_keys ORDER BY scope").all().map((r) => r.scope.split("\n")[2]);
+      const keys = db
+        .query<{ scope: string }, []>("SELECT scope FROM idempotency_keys ORDER BY scope")
+        .all()
+        .map((r) => r.scope.split("\n")[2]);
       db.close();
       return keys;
     };
@@ -226,7 +256,15 @@ test("sqlite: Idempotency-Keys past their ttl are removed by the sweep, whatever
 test("sqlite: a key written by schema 12 (removed with its job) is kept as long as its job, then is free", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {
-    const keyed = (id: string) => ({ id, endpointId: "ep", input: {}, policy: { ...policy, ttl: 10_000 }, sync: false, keyId: "k", idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 } });
+    const keyed = (id: string) => ({
+      id,
+      endpointId: "ep",
+      input: {},
+      policy: { ...policy, ttl: 10_000 },
+      sync: false,
+      keyId: "k",
+      idempotency: { key: "order-1", bodyHash: "h", ttlMs: 86_400_000 },
+    });
     let s = SqliteStore.open(dir, { retention: RETENTION });
     await s.enqueue(keyed("a"), T0);
     await s.close();

@@ -24,7 +24,12 @@ function unavailableResults() {
       if (path.includes("/job-take/")) {
         if (handedOut) return new Response(null, { status: 204 });
         handedOut = true;
-        return Response.json({ id: "job-1", input: {}, policy: { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 }, deadline: Date.now() + 60_000 });
+        return Response.json({
+          id: "job-1",
+          input: {},
+          policy: { executionTimeout: 60_000, lowPriority: false, ttl: 86_400_000 },
+          deadline: Date.now() + 60_000,
+        });
       }
       if (path.includes("/job-done/")) {
         posts.push(path);

@@ -9,12 +9,26 @@ import { until } from "../helpers/until.ts";
 const ROOT = resolve(import.meta.dir, "../..");
 const pids = stuckPids();
 afterAll(() => pids[Symbol.dispose]());
-const helpers = (except: number[]): number[] => pids.live(except).filter((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep");
+const helpers = (except: number[]): number[] =>
+  pids.live(except).filter((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep");
 
 test("spool worker: a handler that starts a helper sharing its output and then blocks is TIMED_OUT, its process and helper ended as one by the supervisor, and a new child takes the next job; stopped, the supervisor leaves nothing behind", async () => {
   await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
   const worker = spawnProcess(
-    [process.execPath, join(ROOT, "runtime/cli.ts"), "worker", join(ROOT, "test/fixtures/helper-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key, "--worker-id", "w"],
+    [
+      process.execPath,
+      join(ROOT, "runtime/cli.ts"),
+      "worker",
+      join(ROOT, "test/fixtures/helper-fixture.ts"),
+      "--url",
+      srv.url,
+      "--endpoint",
+      "echo",
+      "--api-key",
+      srv.key,
+      "--worker-id",
+      "w",
+    ],
     { env: { ...process.env, ...pids.env, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500", SPOOL_DRAIN_TIMEOUT_MS: "500" } },
   );
   try {

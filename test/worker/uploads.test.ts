@@ -215,6 +215,8 @@ describe("ctx.upload through a real queue server and WorkerLoop", () => {
     // A worker of the endpoint that does not run the job.
     await protocolWorker(srv, "echo", "w3").take();
     const third = new WorkerApi(workerEndpoints(urlsFromFlags(srv.url, "echo"), "w3"), srv.key, systemClock, silentLog);
-    await expect(third.upload(id, "x.txt", new Blob(["x"]), "text/plain")).rejects.toThrow(`upload of x.txt failed: HTTP 404 job ${id} is not running on worker w3`);
+    await expect(third.upload(id, "x.txt", new Blob(["x"]), "text/plain")).rejects.toThrow(
+      `upload of x.txt failed: HTTP 404 job ${id} is not running on worker w3`,
+    );
   });
 });

@@ -35,42 +35,58 @@ function gate<T = void>() {
 describe("handlers", () => {
   test("a plain handler's return value is the job's output", async () => {
     await using srv = await startTestServer(polling);
-    await using w = startLoop(srv, defineHandler({
-      input: z.object({ a: z.number(), b: z.number() }),
-      handler: async (job) => ({ sum: job.input.a + job.input.b }),
-    }));
+    await using w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({ a: z.number(), b: z.number() }),
+        handler: async (job) => ({ sum: job.input.a + job.input.b }),
+      }),
+    );
     const id = await submit(srv, { input: { a: 2, b: 3 } });
     expect(await settled(srv, id)).toEqual({
-      id, status: "COMPLETED", output: { sum: 5 }, delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: w.workerId,
+      id,
+      status: "COMPLETED",
+      output: { sum: 5 },
+      delayTime: expect.any(Number),
+      executionTime: expect.any(Number),
+      workerId: w.workerId,
     });
   });
 
   test("a generator streams each yield; with returnAggregateStream the chunks are also the output", async () => {
     await using srv = await startTestServer(polling);
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({ text: z.string() }),
-      returnAggregateStream: true,
-      async *handler(job) {
-        for (const word of job.input.text.split(" ")) yield { word };
-      },
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({ text: z.string() }),
+        returnAggregateStream: true,
+        async *handler(job) {
+          for (const word of job.input.text.split(" ")) yield { word };
+        },
+      }),
+    );
     const id = await submit(srv, { input: { text: "one two three" } });
     const done = await settled(srv, id);
     expect(done.output).toEqual([{ word: "one" }, { word: "two" }, { word: "three" }]);
     expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1].stream).toEqual([
-      { output: { word: "one" } }, { output: { word: "two" } }, { output: { word: "three" } },
+      { output: { word: "one" } },
+      { output: { word: "two" } },
+      { output: { word: "three" } },
     ]);
   });
 
   test("without returnAggregateStream a generator's chunks are streamed and the output is empty", async () => {
     await using srv = await startTestServer(polling);
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      async *handler() {
-        yield "a";
-        yield "b";
-      },
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        async *handler() {
+          yield "a";
+          yield "b";
+        },
+      }),
+    );
     const id = await submit(srv, { input: {} });
     expect((await settled(srv, id)).output).toEqual([]);
     expect((await srv.json("GET", `/v2/echo/stream/${id}`))[1].stream).toEqual([{ output: "a" }, { output: "b" }]);
@@ -79,10 +95,13 @@ describe("handlers", () => {
   test("input that fails the schema ends the job FAILED naming the field; the handler never runs", async () => {
     await using srv = await startTestServer(polling);
     let calls = 0;
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({ prompt: z.string(), steps: z.number().int().max(8) }),
-      handler: async () => ++calls,
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({ prompt: z.string(), steps: z.number().int().max(8) }),
+        handler: async () => ++calls,
+      }),
+    );
     const id = await submit(srv, { input: { prompt: "x", steps: 9 } });
     const failed = await settled(srv, id);
     expect(failed.status).toBe("FAILED");
@@ -92,18 +111,25 @@ describe("handlers", () => {
 
   test("a thrown error ends the job FAILED in RunPod's error shape", async () => {
     await using srv = await startTestServer(polling);
-    await using w = startLoop(srv, defineHandler({
-      input: z.object({ kind: z.string() }),
-      handler: async (job) => {
-        if (job.input.kind === "typed") throw new HandlerError("prompt too long", { type: "PromptTooLong" });
-        throw new RangeError("boom");
-      },
-    }));
+    await using w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({ kind: z.string() }),
+        handler: async (job) => {
+          if (job.input.kind === "typed") throw new HandlerError("prompt too long", { type: "PromptTooLong" });
+          throw new RangeError("boom");
+        },
+      }),
+    );
     const plain = await settled(srv, await submit(srv, { input: { kind: "plain" } }));
     expect(plain.status).toBe("FAILED");
     expect(JSON.parse(plain.error)).toEqual({
-      error_type: "RangeError", error_message: "boom", error_traceback: expect.stringContaining("RangeError: boom"),
-      hostname: expect.any(String), worker_id: w.workerId, runpod_version: "spool",
+      error_type: "RangeError",
+      error_message: "boom",
+      error_traceback: expect.stringContaining("RangeError: boom"),
+      hostname: expect.any(String),
+      worker_id: w.workerId,
+      runpod_version: "spool",
     });
     const typed = await settled(srv, await submit(srv, { input: { kind: "typed" } }));
     expect(JSON.parse(typed.error)).toMatchObject({ error_type: "PromptTooLong", error_message: "prompt too long" });
@@ -112,14 +138,17 @@ describe("handlers", () => {
   test("progress is visible in /status while the job runs", async () => {
     await using srv = await startTestServer(polling);
     const release = gate();
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      handler: async (_job, ctx) => {
-        await ctx.progress({ percent: 50 });
-        await release.promise;
-        return "done";
-      },
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        handler: async (_job, ctx) => {
+          await ctx.progress({ percent: 50 });
+          await release.promise;
+          return "done";
+        },
+      }),
+    );
     const id = await submit(srv, { input: {} });
     const running = await until(async () => {
       const s = await status(srv, id);
@@ -139,16 +168,19 @@ describe("concurrency", () => {
     const release = gate();
     let inFlight = 0;
     let most = 0;
-    await using w = startLoop(srv, defineHandler({
-      input: z.object({ i: z.number() }),
-      concurrency: 3,
-      handler: async (job) => {
-        most = Math.max(most, ++inFlight);
-        await release.promise;
-        inFlight--;
-        return job.input.i;
-      },
-    }));
+    await using w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({ i: z.number() }),
+        concurrency: 3,
+        handler: async (job) => {
+          most = Math.max(most, ++inFlight);
+          await release.promise;
+          inFlight--;
+          return job.input.i;
+        },
+      }),
+    );
     await until(async () => (await srv.json("GET", "/v2/echo/health"))[1].jobs.inProgress === 3, "3 jobs running");
     expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toMatchObject({ inProgress: 3, inQueue: 1 });
     expect(w.loop.runningIds.sort()).toEqual(ids.slice(0, 3).sort());
@@ -160,14 +192,17 @@ describe("concurrency", () => {
   test("a concurrency function is called with the current concurrency (RunPod's concurrency_modifier)", async () => {
     await using srv = await startTestServer(polling);
     const seen: number[] = [];
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      concurrency: (current) => {
-        seen.push(current);
-        return Math.min(current + 1, 4);
-      },
-      handler: async () => "ok",
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        concurrency: (current) => {
+          seen.push(current);
+          return Math.min(current + 1, 4);
+        },
+        handler: async () => "ok",
+      }),
+    );
     // The modifier is asked once per turn of the take loop: at start and after each take.
     for (let i = 0; i < 4; i++) await settled(srv, await submit(srv, { input: {} }));
     await until(() => seen.length >= 5, "five turns of the loop");
@@ -220,33 +255,48 @@ describe("cancel, timeout, shutdown", () => {
   test("cancelling a running job fires ctx.signal with JobCancelled; no result is posted", async () => {
     await using srv = await startTestServer(polling);
     const reasons: string[] = [];
-    await using _w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      handler: (_job, ctx) =>
-        new Promise((_, reject) => ctx.signal.addEventListener("abort", () => {
-          reasons.push((ctx.signal.reason as Error).name);
-          reject(ctx.signal.reason);
-        })),
-    }));
+    await using _w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        handler: (_job, ctx) =>
+          new Promise((_, reject) =>
+            ctx.signal.addEventListener("abort", () => {
+              reasons.push((ctx.signal.reason as Error).name);
+              reject(ctx.signal.reason);
+            }),
+          ),
+      }),
+    );
     const id = await submit(srv, { input: {} });
     await until(async () => (await status(srv, id)).status === "IN_PROGRESS", "job to start");
     await srv.json("POST", `/v2/echo/cancel/${id}`);
     await until(() => reasons.length > 0, "the handler's signal");
     expect(reasons).toEqual(["JobCancelled"]);
-    expect(await status(srv, id)).toEqual({ id, status: "CANCELLED", delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: expect.any(String) });
+    expect(await status(srv, id)).toEqual({
+      id,
+      status: "CANCELLED",
+      delayTime: expect.any(Number),
+      executionTime: expect.any(Number),
+      workerId: expect.any(String),
+    });
   });
 
   test("at the deadline ctx.signal fires; a handler that ignores it ends its process after the grace period, and the job is TIMED_OUT", async () => {
     const clock = new ManualClock();
     await using srv = await startTestServer({ clock, server: { takeWaitMs: 80_000, stopWaitMs: 80_000 } });
     let signalled: string | undefined;
-    await using w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      handler: (_job, ctx) => {
-        ctx.signal.addEventListener("abort", () => (signalled = (ctx.signal.reason as Error).name));
-        return new Promise(() => {}); // stuck: ignores its signal
-      },
-    }), { clock, timeoutGraceMs: 5_000, drainTimeoutMs: 0 });
+    await using w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        handler: (_job, ctx) => {
+          ctx.signal.addEventListener("abort", () => (signalled = (ctx.signal.reason as Error).name));
+          return new Promise(() => {}); // stuck: ignores its signal
+        },
+      }),
+      { clock, timeoutGraceMs: 5_000, drainTimeoutMs: 0 },
+    );
     const id = await submit(srv, { input: {}, policy: { executionTimeout: 6_000 } });
     await until(async () => (await status(srv, id)).status === "IN_PROGRESS", "job to start");
     clock.advance(6_000);
@@ -269,13 +319,16 @@ describe("cancel, timeout, shutdown", () => {
   test("shutdown stops taking jobs and lets the running one finish and post its result", async () => {
     await using srv = await startTestServer(polling);
     const release = gate();
-    const w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      handler: async () => {
-        await release.promise;
-        return "finished";
-      },
-    }));
+    const w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        handler: async () => {
+          await release.promise;
+          return "finished";
+        },
+      }),
+    );
     const id = await submit(srv, { input: {} });
     await until(async () => (await status(srv, id)).status === "IN_PROGRESS", "job to start");
     w.loop.shutdown();
@@ -288,13 +341,16 @@ describe("cancel, timeout, shutdown", () => {
 
   test("ctx.refreshWorker() posts stopPod with the result and ends the worker for replacement", async () => {
     await using srv = await startTestServer(polling);
-    const w = startLoop(srv, defineHandler({
-      input: z.object({}),
-      handler: async (_job, ctx) => {
-        ctx.refreshWorker();
-        return "ok";
-      },
-    }));
+    const w = startLoop(
+      srv,
+      defineHandler({
+        input: z.object({}),
+        handler: async (_job, ctx) => {
+          ctx.refreshWorker();
+          return "ok";
+        },
+      }),
+    );
     const id = await submit(srv, { input: {} });
     expect(await w.finished).toBe(EXIT_REPLACE);
     expect((await status(srv, id)).output).toBe("ok");

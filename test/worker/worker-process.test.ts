@@ -36,9 +36,21 @@ describe("spool worker", () => {
     await using srv = await startTestServer(polling);
     const dir = mkdtempSync(join(tmpdir(), "spool-cancel-"));
     try {
-      await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/hold-many-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+      await using _worker = spawnProcess([
+        BUN,
+        CLI,
+        "worker",
+        join(ROOT, "test/fixtures/hold-many-fixture.ts"),
+        "--url",
+        srv.url,
+        "--endpoint",
+        "echo",
+        "--api-key",
+        srv.key,
+      ]);
       const ids: string[] = [];
-      for (const n of [0, 1, 2]) ids.push((await srv.json("POST", "/v2/echo/run", { input: { stopped: join(dir, `stopped-${n}`) } }))[1].id);
+      for (const n of [0, 1, 2])
+        ids.push((await srv.json("POST", "/v2/echo/run", { input: { stopped: join(dir, `stopped-${n}`) } }))[1].id);
       const status = async (id: string) => (await srv.json("GET", `/v2/echo/status/${id}`))[1].status;
       await until(async () => (await Promise.all(ids.map(status))).every((s) => s === "IN_PROGRESS"), "all three jobs to run");
       expect(await srv.json("POST", `/v2/echo/cancel/${ids[1]}`)).toEqual([200, { id: ids[1], status: "CANCELLED" }]);
@@ -62,7 +74,20 @@ describe("spool worker", () => {
 
   test("a worker that asks to be replaced is: a new process with a new worker id takes the next job", async () => {
     await using srv = await startTestServer(polling);
-    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/replace-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key, "--worker-id", "fixed"]);
+    await using _worker = spawnProcess([
+      BUN,
+      CLI,
+      "worker",
+      join(ROOT, "test/fixtures/replace-fixture.ts"),
+      "--url",
+      srv.url,
+      "--endpoint",
+      "echo",
+      "--api-key",
+      srv.key,
+      "--worker-id",
+      "fixed",
+    ]);
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { refresh: true } });
     const [, second] = await srv.json("POST", "/v2/echo/runsync", { input: {} });
     expect(first.status).toBe("COMPLETED");
@@ -75,14 +100,28 @@ describe("spool worker", () => {
 
   test("a result JSON cannot carry fails its job naming the problem; a progress value it cannot carry is dropped; the worker goes on", async () => {
     await using srv = await startTestServer(polling);
-    await using _worker = spawnProcess([BUN, CLI, "worker", join(ROOT, "test/fixtures/not-json-fixture.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+    await using _worker = spawnProcess([
+      BUN,
+      CLI,
+      "worker",
+      join(ROOT, "test/fixtures/not-json-fixture.ts"),
+      "--url",
+      srv.url,
+      "--endpoint",
+      "echo",
+      "--api-key",
+      srv.key,
+    ]);
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "ok" } });
     const [, big] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "bigint" } });
     const [, cycle] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "cycle" } });
     const [, progress] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "progress" } });
     const [, last] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "ok" } });
     expect(big.status).toBe("FAILED");
-    expect(JSON.parse(big.error)).toMatchObject({ error_type: "TypeError", error_message: expect.stringMatching(/cannot be sent as JSON: .*BigInt/i) });
+    expect(JSON.parse(big.error)).toMatchObject({
+      error_type: "TypeError",
+      error_message: expect.stringMatching(/cannot be sent as JSON: .*BigInt/i),
+    });
     expect(cycle.status).toBe("FAILED");
     expect(JSON.parse(cycle.error).error_message).toMatch(/cannot be sent as JSON: .*(cyclic|circular)/i);
     expect(progress).toMatchObject({ status: "COMPLETED", output: { pid: first.output.pid } });
@@ -90,7 +129,9 @@ describe("spool worker", () => {
   });
 
   test("a missing server setting is a clear startup error", async () => {
-    await using p = spawnProcess([BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts"), "--url", "http://127.0.0.1:9"], { env: { PATH: process.env.PATH } });
+    await using p = spawnProcess([BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts"), "--url", "http://127.0.0.1:9"], {
+      env: { PATH: process.env.PATH },
+    });
     expect(await p.proc.exited).not.toBe(0);
     await p.waitFor(/--url needs --endpoint/);
   });
@@ -127,7 +168,9 @@ describe("spool dev", () => {
       const [, url] = await dev.waitFor(/^Spool dev: (\S+) with a worker/);
       const [key] = await dev.waitFor(/^spool_\S+$/);
       const headers = { authorization: `Bearer ${key}` };
-      const run = (await (await fetch(`${url}/run`, { method: "POST", headers, body: JSON.stringify({ input: { text: "x y z" } }) })).json()) as { id: string };
+      const run = (await (
+        await fetch(`${url}/run`, { method: "POST", headers, body: JSON.stringify({ input: { text: "x y z" } }) })
+      ).json()) as { id: string };
       const chunks: unknown[] = [];
       for (;;) {
         const s = (await (await fetch(`${url}/stream/${run.id}`, { headers })).json()) as { status: string; stream: { output: unknown }[] };
@@ -147,7 +190,14 @@ describe("spool build", () => {
   test("the compiled worker runs from a directory with no Bun and no node_modules", async () => {
     const dir = mkdtempSync(join(tmpdir(), "spool-bin-"));
     try {
-      const built = Bun.spawnSync([BUN, CLI, "build", join(ROOT, "handlers/examples/echo.ts"), "--outfile", join(dir, "build", "echo-worker")]);
+      const built = Bun.spawnSync([
+        BUN,
+        CLI,
+        "build",
+        join(ROOT, "handlers/examples/echo.ts"),
+        "--outfile",
+        join(dir, "build", "echo-worker"),
+      ]);
       expect(built.exitCode).toBe(0);
       const bare = join(dir, "bare");
       await Bun.write(join(bare, ".keep"), "");

@@ -28,7 +28,8 @@ export interface TinyFluxOptions {
 }
 
 const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
-const under = (folder: string, files: GraphFiles) => Object.fromEntries(Object.entries(files).map(([name, data]) => [`${folder}/${name}`, data]));
+const under = (folder: string, files: GraphFiles) =>
+  Object.fromEntries(Object.entries(files).map(([name, data]) => [`${folder}/${name}`, data]));
 
 /** The scheduler settings of FLUX.1-dev and FLUX.1-schnell (diffusers' scheduler_config.json). */
 export function schedulerConfig(variant: TinyVariant) {
@@ -52,7 +53,11 @@ export function schedulerConfig(variant: TinyVariant) {
  */
 export async function makeTinyFlux(dir: string, options: TinyFluxOptions = {}): Promise<void> {
   const variant = options.variant ?? "dev";
-  const precision = { weights: options.precision ?? "fp32", io: options.io ?? options.precision ?? "fp32", externalData: options.externalData } as const;
+  const precision = {
+    weights: options.precision ?? "fp32",
+    io: options.io ?? options.precision ?? "fp32",
+    externalData: options.externalData,
+  } as const;
   const transformerFolder = options.transformerFolder ?? "transformer";
   const rng = new SeededRandom(options.seed ?? 1);
   const clipTok = clipTokenizerFiles(77);
@@ -71,7 +76,13 @@ export async function makeTinyFlux(dir: string, options: TinyFluxOptions = {}): 
     "model_index.json": json({
       _class_name: "FluxPipeline",
       _diffusers_version: "0.32.0",
-      _spool_tiny_model: { variant, seed: options.seed ?? 1, precision: precision.weights, io: precision.io, note: "random weights: generates noise" },
+      _spool_tiny_model: {
+        variant,
+        seed: options.seed ?? 1,
+        precision: precision.weights,
+        io: precision.io,
+        note: "random weights: generates noise",
+      },
       scheduler: ["diffusers", "FlowMatchEulerDiscreteScheduler"],
       text_encoder: ["transformers", "CLIPTextModel"],
       text_encoder_2: ["transformers", "T5EncoderModel"],

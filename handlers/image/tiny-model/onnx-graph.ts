@@ -64,7 +64,12 @@ export class GraphBuilder {
     if (data.length !== dims.reduce((a, b) => a * b, 1)) throw new Error(`${name}: ${data.length} values for dims ${dims}`);
     const half = this.#half && !fp32;
     const stored = half ? Float16Array.from(data) : data;
-    this.#inits.push({ name, dims, dataType: half ? FLOAT16 : FLOAT, rawData: new Uint8Array(stored.buffer, stored.byteOffset, stored.byteLength) });
+    this.#inits.push({
+      name,
+      dims,
+      dataType: half ? FLOAT16 : FLOAT,
+      rawData: new Uint8Array(stored.buffer, stored.byteOffset, stored.byteLength),
+    });
     return name;
   }
 
@@ -90,14 +95,26 @@ export class GraphBuilder {
   /** Adds a node; returns its (first) output name, which is `out` when given. */
   op(opType: string, inputs: string[], attrs: Record<string, Attr> = {}, out?: string): string {
     const output = out ?? `${opType.toLowerCase()}_${this.#count++}`;
-    this.#nodes.push({ opType, input: inputs, output: [output], name: `${opType}_${this.#count++}`, attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)) });
+    this.#nodes.push({
+      opType,
+      input: inputs,
+      output: [output],
+      name: `${opType}_${this.#count++}`,
+      attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
+    });
     return output;
   }
 
   /** Adds a node with several outputs. */
   opMulti(opType: string, inputs: string[], outputs: number, attrs: Record<string, Attr> = {}): string[] {
     const names = Array.from({ length: outputs }, () => `${opType.toLowerCase()}_${this.#count++}`);
-    this.#nodes.push({ opType, input: inputs, output: names, name: `${opType}_${this.#count++}`, attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)) });
+    this.#nodes.push({
+      opType,
+      input: inputs,
+      output: names,
+      name: `${opType}_${this.#count++}`,
+      attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
+    });
     return names;
   }
 

@@ -53,7 +53,10 @@ export function clipTextEncoder(s: TinySizes, rng: SeededRandom, precision: Grap
   const tok = g.op("Gather", [g.weight("token_embedding.weight", [s.clipVocab, H], rng.normals(s.clipVocab * H, 0.5)), ids]);
   const seqLen = g.op("Squeeze", [g.op("Shape", [ids], { start: 1, end: 2 }), g.ints([0])]);
   const positions = g.op("Range", [g.ints([0], []), seqLen, g.ints([1], [])]);
-  const pos = g.op("Gather", [g.weight("position_embedding.weight", [s.clipPositions, H], rng.normals(s.clipPositions * H, 0.1)), positions]);
+  const pos = g.op("Gather", [
+    g.weight("position_embedding.weight", [s.clipPositions, H], rng.normals(s.clipPositions * H, 0.1)),
+    positions,
+  ]);
   let h = g.op("Add", [tok, pos]);
   const n1 = layerNorm(g, h, H, "layer_norm1");
   const up = linear(g, rng, n1, "mlp.fc1", H, 2 * H);
@@ -93,7 +96,12 @@ export function t5Encoder(s: TinySizes, rng: SeededRandom, precision: GraphPreci
  * (out_hidden_states). One joint attention block over text + image tokens, conditioned on the
  * timestep, the pooled CLIP state and (dev) the guidance, with position features from the ids.
  */
-export function fluxTransformer(s: TinySizes, rng: SeededRandom, precision: GraphPrecision = {}, outputName = "out_hidden_states"): GraphFiles {
+export function fluxTransformer(
+  s: TinySizes,
+  rng: SeededRandom,
+  precision: GraphPrecision = {},
+  outputName = "out_hidden_states",
+): GraphFiles {
   const g = new GraphBuilder("flux_transformer", precision);
   const C = s.latentChannels * 4;
   const D = s.inner;
@@ -109,15 +117,30 @@ export function fluxTransformer(s: TinySizes, rng: SeededRandom, precision: Grap
   const x = g.op("Add", [linear(g, rng, hs, "x_embedder", C, D), g.op("Sin", [g.op("MatMul", [imgIds, idFeatures])])]);
   const c = g.op("Add", [linear(g, rng, enc, "context_embedder", s.t5Hidden, D), g.op("Sin", [g.op("MatMul", [txtIds, idFeatures])])]);
 
-  let temb = linear(g, rng, silu(g, linear(g, rng, sinusoid(g, timestep, D), "time_text_embed.timestep_embedder.linear_1", D, D)), "time_text_embed.timestep_embedder.linear_2", D, D);
+  let temb = linear(
+    g,
+    rng,
+    silu(g, linear(g, rng, sinusoid(g, timestep, D), "time_text_embed.timestep_embedder.linear_1", D, D)),
+    "time_text_embed.timestep_embedder.linear_2",
+    D,
+    D,
+  );
   if (guidance) {
-    const gemb = linear(g, rng, silu(g, linear(g, rng, sinusoid(g, guidance, D), "time_text_embed.guidance_embedder.linear_1", D, D)), "time_text_embed.guidance_embedder.linear_2", D, D);
+    const gemb = linear(
+      g,
+      rng,
+      silu(g, linear(g, rng, sinusoid(g, guidance, D), "time_text_embed.guidance_embedder.linear_1", D, D)),
+      "time_text_embed.guidance_embedder.linear_2",
+      D,
+      D,
+    );
     temb = g.op("Add", [temb, gemb]);
   }
   temb = g.op("Add", [temb, linear(g, rng, pooled, "time_text_embed.text_embedder", s.clipHidden, D)]);
   const mod = linear(g, rng, silu(g, temb), "norm1.linear", D, 2 * D);
   const [shift, scale] = g.opMulti("Split", [mod, g.ints([D, D])], 2, { axis: 1 }).map((t) => g.op("Unsqueeze", [t, g.ints([1])]));
-  const modulate = (t: string) => g.op("Add", [g.op("Mul", [layerNorm(g, t, D, g.unique("norm")), g.op("Add", [scale!, g.floats([1])])]), shift!]);
+  const modulate = (t: string) =>
+    g.op("Add", [g.op("Mul", [layerNorm(g, t, D, g.unique("norm")), g.op("Add", [scale!, g.floats([1])])]), shift!]);
 
   let tokens = g.op("Concat", [c, x], { axis: 1 });
   const n = modulate(tokens);
@@ -141,7 +164,11 @@ export function vaeDecoder(s: TinySizes, rng: SeededRandom, precision: GraphPrec
   const g = new GraphBuilder("vae_decoder", precision);
   const z = g.input("latent_sample", FLOAT, ["batch_size", s.latentChannels, "latent_height", "latent_width"]);
   const mid = 16;
-  const w1 = g.weight("decoder.conv_in.weight", [mid, s.latentChannels, 3, 3], rng.normals(mid * s.latentChannels * 9, 1 / Math.sqrt(s.latentChannels * 9)));
+  const w1 = g.weight(
+    "decoder.conv_in.weight",
+    [mid, s.latentChannels, 3, 3],
+    rng.normals(mid * s.latentChannels * 9, 1 / Math.sqrt(s.latentChannels * 9)),
+  );
   const b1 = g.weight("decoder.conv_in.bias", [mid], new Float32Array(mid));
   const h = silu(g, g.op("Conv", [z, w1, b1], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] }));
   const out = 3 * 64;

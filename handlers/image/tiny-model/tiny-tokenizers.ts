@@ -19,7 +19,13 @@ function bytesToUnicode(): string[] {
   return Array.from({ length: 256 }, (_, b) => String.fromCodePoint(keep.has(b) ? b : 256 + extra++));
 }
 
-const CLIP_MERGES: [string, string][] = [["t", "h"], ["th", "e</w>"], ["a", "n"], ["i", "n"], ["o", "n</w>"]];
+const CLIP_MERGES: [string, string][] = [
+  ["t", "h"],
+  ["th", "e</w>"],
+  ["a", "n"],
+  ["i", "n"],
+  ["o", "n</w>"],
+];
 
 export function clipTokenizerFiles(maxLength = 77): { files: Files; vocabSize: number } {
   const vocab: Record<string, number> = {};
@@ -30,13 +36,25 @@ export function clipTokenizerFiles(maxLength = 77): { files: Files; vocabSize: n
   for (const [a, b] of CLIP_MERGES) add(a + b);
   add("<|startoftext|>");
   add("<|endoftext|>"); // the largest id: the text encoder pools at the argmax id, as CLIP does
-  const tokenizer = clipTokenizerJson(vocab, CLIP_MERGES.map(([a, b]) => `${a} ${b}`), "<|startoftext|>", "<|endoftext|>", "<|endoftext|>");
+  const tokenizer = clipTokenizerJson(
+    vocab,
+    CLIP_MERGES.map(([a, b]) => `${a} ${b}`),
+    "<|startoftext|>",
+    "<|endoftext|>",
+    "<|endoftext|>",
+  );
   const specials = { bos_token: "<|startoftext|>", eos_token: "<|endoftext|>", pad_token: "<|endoftext|>", unk_token: "<|endoftext|>" };
   return {
     vocabSize: Object.keys(vocab).length,
     files: {
       "tokenizer.json": json(tokenizer),
-      "tokenizer_config.json": json({ tokenizer_class: "CLIPTokenizer", model_max_length: maxLength, do_lower_case: true, clean_up_tokenization_spaces: true, ...specials }),
+      "tokenizer_config.json": json({
+        tokenizer_class: "CLIPTokenizer",
+        model_max_length: maxLength,
+        do_lower_case: true,
+        clean_up_tokenization_spaces: true,
+        ...specials,
+      }),
       "special_tokens_map.json": json(specials),
       "vocab.json": json(vocab),
       "merges.txt": `#version: 0.2\n${CLIP_MERGES.map(([a, b]) => `${a} ${b}`).join("\n")}\n`,
@@ -47,11 +65,24 @@ export function clipTokenizerFiles(maxLength = 77): { files: Files; vocabSize: n
 const T5_WORDS = ["a", "the", "of", "and", "in", "photo", "cat", "dog", "red", "blue", "sky", "at", "on", "with"];
 
 export function t5TokenizerFiles(maxLength = 512): { files: Files; vocabSize: number } {
-  const pieces: [string, number][] = [["<pad>", 0], ["</s>", 0], ["<unk>", 0], ["▁", -2]];
+  const pieces: [string, number][] = [
+    ["<pad>", 0],
+    ["</s>", 0],
+    ["<unk>", 0],
+    ["▁", -2],
+  ];
   for (const w of T5_WORDS) pieces.push([`▁${w}`, -3]);
   for (let c = 97; c <= 122; c++) pieces.push([`▁${String.fromCharCode(c)}`, -4]);
   for (let c = 33; c <= 126; c++) pieces.push([String.fromCharCode(c), -5]);
-  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const special = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
   const tokenizer = {
     version: "1.0",
     truncation: null,
@@ -62,7 +93,12 @@ export function t5TokenizerFiles(maxLength = 512): { files: Files; vocabSize: nu
     post_processor: {
       type: "TemplateProcessing",
       single: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }],
-      pair: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }, { Sequence: { id: "B", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }],
+      pair: [
+        { Sequence: { id: "A", type_id: 0 } },
+        { SpecialToken: { id: "</s>", type_id: 0 } },
+        { Sequence: { id: "B", type_id: 0 } },
+        { SpecialToken: { id: "</s>", type_id: 0 } },
+      ],
       special_tokens: { "</s>": { id: "</s>", ids: [1], tokens: ["</s>"] } },
     },
     decoder: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },

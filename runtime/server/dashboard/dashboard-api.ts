@@ -24,7 +24,8 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
 
   app.use(authenticate(deps));
   app.use(async (c, next) => {
-    if (c.get("key").scope === "worker") throw new HttpError(401, "this API key is a worker key; the dashboard needs a full, client or read-only key");
+    if (c.get("key").scope === "worker")
+      throw new HttpError(401, "this API key is a worker key; the dashboard needs a full, client or read-only key");
     await next();
   });
   app.use("/endpoints/:endpoint/*", endpointAccess(deps));
@@ -70,7 +71,9 @@ export function dashboardApi(deps: AppDeps): Hono<AppEnv> {
     const inputVisible = key.scope !== "client" || job.keyId === key.id;
     return c.json({
       ...jobResponse(job),
-      ...(inputVisible ? { input: withoutS3Config(job.input) } : { inputHidden: "the input of a job submitted with another key is not shown to a client key" }),
+      ...(inputVisible
+        ? { input: withoutS3Config(job.input) }
+        : { inputHidden: "the input of a job submitted with another key is not shown to a client key" }),
       ...(job.progress !== undefined ? { progress: job.progress } : {}),
       ...times(job),
       policy: job.policy,
@@ -126,5 +129,11 @@ function withoutS3Config(input: Record<string, unknown>): Record<string, unknown
 
 function times(job: StoredJob) {
   const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
-  return { createdAt: iso(job.createdAt), queuedAt: iso(job.queuedAt), startedAt: iso(job.startedAt), completedAt: iso(job.completedAt), expiresAt: iso(job.expiresAt) };
+  return {
+    createdAt: iso(job.createdAt),
+    queuedAt: iso(job.queuedAt),
+    startedAt: iso(job.startedAt),
+    completedAt: iso(job.completedAt),
+    expiresAt: iso(job.expiresAt),
+  };
 }

@@ -21,7 +21,8 @@ export function dashboardEvents(deps: AppDeps): (c: Context<AppEnv>) => Response
     // A HEAD's body is never read, so its stream would never be cancelled.
     if (c.req.method !== "GET") throw new HttpError(405, "the event stream needs a GET", { allow: "GET" });
     // Each stream is a listener on every job event: their number is bounded.
-    if (open >= MAX_STREAMS) throw new HttpError(429, `${MAX_STREAMS} dashboard event streams are open on this server; retry later`, { "retry-after": "5" });
+    if (open >= MAX_STREAMS)
+      throw new HttpError(429, `${MAX_STREAMS} dashboard event streams are open on this server; retry later`, { "retry-after": "5" });
     open++;
     let closed = false;
     return eventStream(deps, c, () => {

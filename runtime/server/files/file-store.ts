@@ -19,7 +19,10 @@ export class LocalFileStore implements FileStore {
   readonly #dir: string;
   readonly #secret: string;
 
-  constructor(dataDir: string, readonly ttlMs: number) {
+  constructor(
+    dataDir: string,
+    readonly ttlMs: number,
+  ) {
     this.#dir = join(dataDir, "files");
     mkdirSync(this.#dir, { recursive: true });
     this.#secret = dataSecret(dataDir, "file-url-secret", () => randomBase64(32));
@@ -41,7 +44,15 @@ export class LocalFileStore implements FileStore {
   }
 
   /** Saves the file and returns its signed URL under `origin`/files/. */
-  async put(endpointId: string, jobId: string, name: string, data: Blob, contentType: string, now: number, origin: string): Promise<string> {
+  async put(
+    endpointId: string,
+    jobId: string,
+    name: string,
+    data: Blob,
+    contentType: string,
+    now: number,
+    origin: string,
+  ): Promise<string> {
     const path = this.#path(endpointId, jobId, name);
     mkdirSync(join(this.#dir, endpointId, jobId), { recursive: true });
     await Bun.write(path, data);

@@ -25,18 +25,20 @@ const WORKER_OPS = new Set(["job-take", "job-take-batch", "job-done", "job-strea
 const NO_HEAD = new Set(["job-take", "job-take-batch", "job-stop", "ping", "stream", "status-sync", "openai", "compat"]);
 
 /** Which rate-limited operation a path segment is. */
-const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(Object.entries({
-  runsync: "runsync",
-  run: "run",
-  status: "status",
-  "status-sync": "status",
-  stream: "stream",
-  cancel: "cancel",
-  "purge-queue": "purge-queue",
-  openai: "openai",
-  compat: "openai",
-  requests: "requests",
-} satisfies Record<string, RateLimitedOperation>));
+const LIMITED: ReadonlyMap<string, RateLimitedOperation> = new Map(
+  Object.entries({
+    runsync: "runsync",
+    run: "run",
+    status: "status",
+    "status-sync": "status",
+    stream: "stream",
+    cancel: "cancel",
+    "purge-queue": "purge-queue",
+    openai: "openai",
+    compat: "openai",
+    requests: "requests",
+  } satisfies Record<string, RateLimitedOperation>),
+);
 
 /** What the access checks read: keys and rate limits from the store, the server's own workers' keys. */
 export interface AccessDeps {
@@ -76,7 +78,12 @@ export class Access {
    * The endpoint of a request to /v2/<endpointId>/<op>/..., checked: it exists (404), the key may
    * use it and this operation (401, saying why), and a HEAD only where it changes nothing (405).
    */
-  endpoint(key: ApiKeyRecord, endpointId: string, op: string, req: { method: string; path: string; hasTtl: () => boolean }): EndpointConfig {
+  endpoint(
+    key: ApiKeyRecord,
+    endpointId: string,
+    op: string,
+    req: { method: string; path: string; hasTtl: () => boolean },
+  ): EndpointConfig {
     const { method } = req;
     // A key limited to endpoints learns nothing of the others, not even whether they exist.
     if (key.endpoints && !key.endpoints.includes(endpointId)) {
@@ -101,13 +108,16 @@ export class Access {
     const limited = LIMITED.get(op);
     if (!limited) return null;
     const deps = this.#deps;
-    return andThen(admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now()), (admission) => {
-      if (!admission.ok) {
-        deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
-        throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
-      }
-      return admission.release;
-    });
+    return andThen(
+      admitRequest(deps.store, endpointId, limited, endpoint.rateLimits, deps.config.server.rateWindowMs, deps.clock.now()),
+      (admission) => {
+        if (!admission.ok) {
+          deps.jobEvents.emit({ type: "refused", endpointId, reason: "rate-limit" });
+          throw new HttpError(429, admission.reason, { "retry-after": String(admission.retryAfterSeconds) });
+        }
+        return admission.release;
+      },
+    );
   }
 }
 
@@ -136,7 +146,11 @@ export function authorize(deps: AccessDeps, access = new Access(deps)): Middlewa
     const endpointId = c.req.param("endpoint")!;
     const path = c.req.path;
     const op = path.split("/")[3] ?? "";
-    const endpoint = access.endpoint(c.get("key"), endpointId, op, { method: c.req.method, path, hasTtl: () => c.req.query("ttl") !== undefined });
+    const endpoint = access.endpoint(c.get("key"), endpointId, op, {
+      method: c.req.method,
+      path,
+      hasTtl: () => c.req.query("ttl") !== undefined,
+    });
     c.set("endpointId", endpointId);
     const release = await access.admit(endpointId, endpoint, op);
     if (!release) return next();
@@ -165,7 +179,9 @@ function scopeRefusal(scope: string, method: string, op: string): string | null 
     case "worker":
       return isWorkerOp ? null : `this API key is a worker key; ${route} needs a client key`;
     case "read-only":
-      return method === "GET" && READ_ONLY.has(op) ? null : `this API key is read-only (status, stream, logs, health, requests, scaling); ${route} needs a client key`;
+      return method === "GET" && READ_ONLY.has(op)
+        ? null
+        : `this API key is read-only (status, stream, logs, health, requests, scaling); ${route} needs a client key`;
     default:
       return `this API key has an unknown scope ${scope}`;
   }

@@ -105,4 +105,5 @@ export class AllowedHosts {
   }
 }
 
-const refused = (host: string, via = "") => jsonAnswer({ error: `Host "${host}"${via} is not one this server answers for: add it to server.allowedHosts` }, 400);
+const refused = (host: string, via = "") =>
+  jsonAnswer({ error: `Host "${host}"${via} is not one this server answers for: add it to server.allowedHosts` }, 400);

@@ -57,7 +57,13 @@ export function errorAnswer(log: Log): (err: unknown, req: Request) => Response 
     const known = asHttpError(err);
     if (known) return jsonAnswer({ error: known.message }, known.status, known.headers);
     const requestId = requestIdOf(req);
-    log.error("unexpected error", { requestId, method: req.method, path: new URL(req.url).pathname, error: String(err), stack: (err as Error).stack });
+    log.error("unexpected error", {
+      requestId,
+      method: req.method,
+      path: new URL(req.url).pathname,
+      error: String(err),
+      stack: (err as Error).stack,
+    });
     return jsonAnswer({ error: `internal server error (request id ${requestId})` }, 500);
   };
 }
@@ -80,7 +86,12 @@ function outageAware(log: Log): (err: unknown) => HttpError | undefined {
   let loggedAt = -Infinity;
   return (err) => {
     if (err instanceof HttpError) return err;
-    if (err instanceof RefusedError) return new HttpError(REFUSAL_STATUS[err.reason], err.message, err.retryAfterS === undefined ? {} : { "retry-after": String(err.retryAfterS) });
+    if (err instanceof RefusedError)
+      return new HttpError(
+        REFUSAL_STATUS[err.reason],
+        err.message,
+        err.retryAfterS === undefined ? {} : { "retry-after": String(err.retryAfterS) },
+      );
     if (!(err instanceof StoreUnavailableError)) return undefined;
     const now = performance.now();
     if (now - loggedAt >= OUTAGE_LOG_MS) {

@@ -27,7 +27,10 @@ export function idempotencyConflict(err: IdempotencyConflictError): RefusedError
 
 /** The 409 a retry answers whose key is kept for a job that is no longer: the work is not run again. */
 export function idempotencyGone(err: IdempotencyJobGoneError): RefusedError {
-  return new RefusedError("idempotency-gone", `${err.message} (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key`);
+  return new RefusedError(
+    "idempotency-gone",
+    `${err.message} (it ended longer ago than its retention, or expired or was purged); it is not run again: a new request needs a new key`,
+  );
 }
 
 /**
@@ -35,7 +38,14 @@ export function idempotencyGone(err: IdempotencyJobGoneError): RefusedError {
  * undefined: the 422 for another body, the 409 once the job is gone (a refusing endpoint answers
  * its retries so, and only a new key is refused).
  */
-export async function replayOnly(store: Store, keyId: string, endpointId: string, key: string, hash: string, now: number): Promise<EnqueuedJob | undefined> {
+export async function replayOnly(
+  store: Store,
+  keyId: string,
+  endpointId: string,
+  key: string,
+  hash: string,
+  now: number,
+): Promise<EnqueuedJob | undefined> {
   const found = await store.findByIdempotencyKey(keyId, endpointId, key, now);
   if (!found) return undefined;
   if (found.bodyHash !== hash) throw idempotencyConflict(new IdempotencyConflictError(found.jobId));

@@ -5,7 +5,6 @@ import type { Log } from "../../log.ts";
 import type { MaybePromise } from "../../maybe-promise.ts";
 import { hasHandlerKind } from "../../protocol/handler-kind.ts";
 
-
 /**
  * The input schema of each endpoint whose handler is a source file, so that /run and /runsync
  * refuse invalid input with 400 before it is queued. Handler modules are imported here, once:

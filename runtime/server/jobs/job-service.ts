@@ -4,7 +4,19 @@ import type { JobRequest } from "../../protocol/job-request.ts";
 import { BACKPRESSURE, isFinal } from "../../protocol/limits.ts";
 import type { InputSchemas } from "./input-schemas.ts";
 import { topics } from "../store/store-events.ts";
-import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EndedJob, type EnqueuedJob, type JobResult, type RetryOutcome, type Store, type StoredJob, type StreamRead, type WorkerTouch } from "../store/store.ts";
+import {
+  IdempotencyConflictError,
+  IdempotencyJobGoneError,
+  QueueFullError,
+  type EndedJob,
+  type EnqueuedJob,
+  type JobResult,
+  type RetryOutcome,
+  type Store,
+  type StoredJob,
+  type StreamRead,
+  type WorkerTouch,
+} from "../store/store.ts";
 import type { Log } from "../../log.ts";
 import { waitFor } from "./wait-for.ts";
 import { bodyHash, idempotencyConflict, idempotencyGone, replayOnly } from "./idempotency.ts";
@@ -90,7 +102,8 @@ export class JobService {
     if (refused) {
       // A retry of a submission accepted before the endpoint began refusing gets its job.
       const key = options.idempotencyKey;
-      const replayed = key === undefined ? undefined : await replayOnly(this.#store, options.keyId, endpointId, key, bodyHash(request), this.#clock.now());
+      const replayed =
+        key === undefined ? undefined : await replayOnly(this.#store, options.keyId, endpointId, key, bodyHash(request), this.#clock.now());
       if (replayed) return replayed;
       throw refused;
     }
@@ -104,12 +117,7 @@ export class JobService {
     // end of the store's id index instead of on a random page, so a commit writes fewer pages.
     const id = `${options.sync ? "sync-" : ""}${Bun.randomUUIDv7()}`;
     const newJob = newJobOf(id, endpointId, endpoint, request, options, this.#config.server.idempotencyTtlMs);
-    const job = await this.#store.enqueue(
-      newJob,
-      this.#clock.now(),
-      maxQueued,
-      taker?.workerId,
-    ).catch(async (err: unknown) => {
+    const job = await this.#store.enqueue(newJob, this.#clock.now(), maxQueued, taker?.workerId).catch(async (err: unknown) => {
       if (err instanceof IdempotencyConflictError || err instanceof IdempotencyJobGoneError) {
         if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
         throw err instanceof IdempotencyConflictError ? idempotencyConflict(err) : idempotencyGone(err);
@@ -123,7 +131,11 @@ export class JobService {
       }
       if (!full) throw err;
       this.#events.emit({ type: "refused", endpointId, reason: "backpressure" });
-      throw new RefusedError("queue-full", `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`, 1);
+      throw new RefusedError(
+        "queue-full",
+        `the queue of ${endpointId} is full (${err.depth} jobs waiting); retry with exponential backoff`,
+        1,
+      );
     });
     if (!taker || job.status !== "IN_PROGRESS" || job.replayed) {
       if (taker) this.#settleHandOff(endpointId, taker, null, handed.resolve);
@@ -209,7 +221,15 @@ export class JobService {
    * there is something new; null when the job does not exist or is gone. Several
    * readers of one job each keep their own position (server-sent events, the dashboard).
    */
-  async watch(endpointId: string, jobId: string, from: number, changed: (job: StoredJob) => boolean, ms: number, signal?: AbortSignal, more?: () => Promise<boolean>): Promise<StreamRead | null> {
+  async watch(
+    endpointId: string,
+    jobId: string,
+    from: number,
+    changed: (job: StoredJob) => boolean,
+    ms: number,
+    signal?: AbortSignal,
+    more?: () => Promise<boolean>,
+  ): Promise<StreamRead | null> {
     let latest: StreamRead | null = null;
     const found = await waitFor(
       this.#wake,
@@ -279,7 +299,13 @@ export class JobService {
       // The worker went away as its jobs were written: they go back in their place, and its
       // going away counts as no loss against them.
       // If the store cannot take them back now, the worker-loss rule will.
-      await this.#store.returnJobs(workerId, jobs.map((j) => j.id), this.#clock.now()).catch(() => {});
+      await this.#store
+        .returnJobs(
+          workerId,
+          jobs.map((j) => j.id),
+          this.#clock.now(),
+        )
+        .catch(() => {});
       return null;
     }
     if (jobs && this.#events.listening) for (const job of jobs) this.#events.emit({ type: "taken", job, workerId });

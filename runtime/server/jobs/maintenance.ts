@@ -29,9 +29,7 @@ export interface MaintenanceDeps {
  * Idempotency-Keys past idempotencyTtlMs (store.sweep does all of them). Runs every
  * sweepIntervalMs on the injected clock; tests call sweep() after moving a manual clock.
  */
-export function startMaintenance(
-  deps: MaintenanceDeps,
-): { sweep: () => Promise<void>; stop: () => Promise<void> } {
+export function startMaintenance(deps: MaintenanceDeps): { sweep: () => Promise<void>; stop: () => Promise<void> } {
   const { store, clock, config, log, files } = deps;
   const leaseMs = Math.max(300, 3 * config.server.sweepIntervalMs);
   const stopped = new AbortController();

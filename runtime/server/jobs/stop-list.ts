@@ -12,11 +12,17 @@ import { waitFor } from "./wait-for.ts";
 export function stopList(store: Store, clock: Clock, waitMs: number): (workerId: string) => StopSource {
   const wake = { events: store.events, clock };
   return (workerId) => async (signal) => {
-    const ids = await waitFor(wake, topics.stop(workerId), waitMs, async () => {
-      if (signal.aborted) return null;
-      const stops = await store.takeStops(workerId);
-      return stops.length ? stops : null;
-    }, signal);
+    const ids = await waitFor(
+      wake,
+      topics.stop(workerId),
+      waitMs,
+      async () => {
+        if (signal.aborted) return null;
+        const stops = await store.takeStops(workerId);
+        return stops.length ? stops : null;
+      },
+      signal,
+    );
     return ids ?? [];
   };
 }

@@ -27,21 +27,39 @@ export interface SubmitOptions {
  * handler's schema, its s3Config host, its webhook address; each refusal names the problem. A
  * promise only when there is a webhook to look up: a submission without one takes no extra turn.
  */
-export function checkSubmission(config: Config, endpoint: EndpointConfig, schema: z.ZodType | undefined, request: JobRequest, options: SubmitOptions, resolver?: Resolver): Promise<void> | undefined {
+export function checkSubmission(
+  config: Config,
+  endpoint: EndpointConfig,
+  schema: z.ZodType | undefined,
+  request: JobRequest,
+  options: SubmitOptions,
+  resolver?: Resolver,
+): Promise<void> | undefined {
   const checked = schema?.safeParse(request.input);
   if (checked && !checked.success) {
     throw options.invalid?.(checked.error) ?? new RefusedError("invalid", `Invalid parameter: ${describeIssues(checked.error)}`);
   }
   const s3Host = request.s3Config && new URL(request.s3Config.endpointUrl).host.toLowerCase();
   if (s3Host && endpoint.s3Hosts && !endpoint.s3Hosts.some((h) => h.toLowerCase() === s3Host)) {
-    throw new RefusedError("invalid", `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`);
+    throw new RefusedError(
+      "invalid",
+      `invalid job request: s3Config.endpointUrl: host ${s3Host} is not one this endpoint allows (s3Hosts)`,
+    );
   }
-  if (request.webhook && config.server.webhookBlockPrivate) return refusePrivateWebhook(request.webhook, config.server.webhookAllow, resolver);
+  if (request.webhook && config.server.webhookBlockPrivate)
+    return refusePrivateWebhook(request.webhook, config.server.webhookAllow, resolver);
   return undefined;
 }
 
 /** The job to store for an accepted request, with the endpoint's defaults filled in; an Idempotency-Key is kept `idempotencyTtlMs`. */
-export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfig, request: JobRequest, options: SubmitOptions, idempotencyTtlMs: number): NewJob {
+export function newJobOf(
+  id: string,
+  endpointId: string,
+  endpoint: EndpointConfig,
+  request: JobRequest,
+  options: SubmitOptions,
+  idempotencyTtlMs: number,
+): NewJob {
   const job: NewJob = {
     id,
     endpointId,
@@ -59,6 +77,7 @@ export function newJobOf(id: string, endpointId: string, endpoint: EndpointConfi
   };
   if (options.traceparent !== undefined) job.traceparent = options.traceparent;
   // Only when the header came: a submission without one costs nothing more.
-  if (options.idempotencyKey !== undefined) job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request), ttlMs: idempotencyTtlMs };
+  if (options.idempotencyKey !== undefined)
+    job.idempotency = { key: options.idempotencyKey, bodyHash: bodyHash(request), ttlMs: idempotencyTtlMs };
   return job;
 }

@@ -48,7 +48,7 @@ function v6Groups(ip: string): number[] | null {
 export function isPrivateAddress(ip: string): boolean {
   if (isIP(ip) === 4) {
     const n = v4(ip);
-    return V4_PRIVATE.some(([base, bits]) => (n >>> (32 - bits)) === (base >>> (32 - bits)));
+    return V4_PRIVATE.some(([base, bits]) => n >>> (32 - bits) === base >>> (32 - bits));
   }
   const g = v6Groups(ip);
   if (!g) return true; // unparseable: refuse
@@ -72,8 +72,7 @@ function inRange(ip: string, range: string): boolean {
   if (!base || isIP(base) === 0 || isIP(base) !== isIP(ip)) return false;
   const width = isIP(ip) === 4 ? 32 : 128;
   const bits = bitsText === undefined ? width : Number(bitsText);
-  const value = (a: string) =>
-    isIP(a) === 4 ? BigInt(v4(a)) : (v6Groups(a) ?? []).reduce((n, g) => (n << 16n) | BigInt(g), 0n);
+  const value = (a: string) => (isIP(a) === 4 ? BigInt(v4(a)) : (v6Groups(a) ?? []).reduce((n, g) => (n << 16n) | BigInt(g), 0n));
   const shift = BigInt(width - bits);
   return value(ip) >> shift === value(base) >> shift;
 }
@@ -89,7 +88,10 @@ export type WebhookTarget = { address: string } | { refused: string };
  */
 export async function webhookTarget(url: string, allow: readonly string[], resolve: Resolver = systemResolver): Promise<WebhookTarget> {
   // A trailing dot names the same host (localhost. is localhost).
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+  const host = new URL(url).hostname
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.+$/, "")
+    .toLowerCase();
   const named = allow.some((entry) => entry.toLowerCase() === host);
   let addresses: string[];
   if (isIP(host)) addresses = [host];
@@ -125,6 +127,9 @@ export function pinnedRequest(url: string, address: string): { url: string; host
 export async function refusePrivateWebhook(url: string, allow: readonly string[], resolve?: Resolver): Promise<void> {
   const target = await webhookTarget(url, allow, resolve);
   if ("refused" in target && !target.refused.startsWith("cannot resolve")) {
-    throw new RefusedError("invalid", "invalid job request: webhook: private, loopback and link-local addresses are not allowed on this server");
+    throw new RefusedError(
+      "invalid",
+      "invalid job request: webhook: private, loopback and link-local addresses are not allowed on this server",
+    );
   }
 }

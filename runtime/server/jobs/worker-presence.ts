@@ -42,7 +42,14 @@ export class WorkerPresence {
     if (boundToAnotherWorker(keyId, workerId)) return Promise.reject(workerNotFound(workerId));
     const last = this.#lastWrite.get(workerId);
     const ping = report !== undefined && (report.runningIds !== undefined || report.unhealthy !== undefined);
-    if (!ping && last !== undefined && now - last.at < MIN_TOUCH_INTERVAL_MS && now >= last.at && last.endpointId === endpointId && last.keyId === keyId) {
+    if (
+      !ping &&
+      last !== undefined &&
+      now - last.at < MIN_TOUCH_INTERVAL_MS &&
+      now >= last.at &&
+      last.endpointId === endpointId &&
+      last.keyId === keyId
+    ) {
       this.told?.reached(workerId, endpointId);
       return undefined;
     }

@@ -20,7 +20,14 @@ export class WorkerKeys {
   /** A new key for the worker, valid until revoke(workerId). */
   issue(endpointId: string, workerId: string, now: number): string {
     const key = `spoolw_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")}`;
-    this.#byKey.set(key, { id: `${WORKER_KEY_PREFIX}${workerId}`, name: `worker ${workerId}`, hash: "", createdAt: now, scope: "worker", endpoints: [endpointId] });
+    this.#byKey.set(key, {
+      id: `${WORKER_KEY_PREFIX}${workerId}`,
+      name: `worker ${workerId}`,
+      hash: "",
+      createdAt: now,
+      scope: "worker",
+      endpoints: [endpointId],
+    });
     this.#byWorker.set(workerId, key);
     return key;
   }

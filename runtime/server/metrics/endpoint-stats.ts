@@ -126,8 +126,14 @@ export class EndpointStatsRecorder {
     this.#prune(w, now);
     const current = Math.floor(now / MINUTE) * MINUTE;
     const recent = w.minutes.filter((b) => b.minute > current - PERCENTILE_MINUTES * MINUTE);
-    const [delayP50, delayP95] = percentiles(recent.map((b) => b.delay), [50, 95]);
-    const [execP50, execP95] = percentiles(recent.map((b) => b.execution), [50, 95]);
+    const [delayP50, delayP95] = percentiles(
+      recent.map((b) => b.delay),
+      [50, 95],
+    );
+    const [execP50, execP95] = percentiles(
+      recent.map((b) => b.execution),
+      [50, 95],
+    );
     const byMinute = new Map(w.minutes.map((b) => [b.minute, b]));
     const series: EndpointStats["series"] = [];
     for (let i = SERIES_MINUTES - 1; i >= 0; i--) {

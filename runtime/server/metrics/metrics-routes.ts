@@ -36,8 +36,13 @@ export function metricsRoutes(deps: AccessDeps & ScrapeReads, metrics: ServerMet
   if (!deps.config.server.metricsPublic) {
     app.use("/metrics", authenticate(deps), async (c, next) => {
       const key = c.get("key");
-      if (key.scope !== "full" && key.scope !== "read-only") throw new HttpError(401, `this API key is a ${key.scope} key; /metrics needs a full or read-only key`);
-      if (key.endpoints) throw new HttpError(401, "this API key is restricted to some endpoints; /metrics shows every endpoint and needs an unrestricted key");
+      if (key.scope !== "full" && key.scope !== "read-only")
+        throw new HttpError(401, `this API key is a ${key.scope} key; /metrics needs a full or read-only key`);
+      if (key.endpoints)
+        throw new HttpError(
+          401,
+          "this API key is restricted to some endpoints; /metrics shows every endpoint and needs an unrestricted key",
+        );
       await next();
     });
   }

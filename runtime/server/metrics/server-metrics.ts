@@ -11,7 +11,11 @@ import type { WebhookOutcome } from "../webhooks/webhook-sender.ts";
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 
 /** prom-client's per-heap-space gauges, left out: see the constructor. */
-const HEAP_SPACE_METRICS = ["nodejs_heap_space_size_total_bytes", "nodejs_heap_space_size_used_bytes", "nodejs_heap_space_size_available_bytes"];
+const HEAP_SPACE_METRICS = [
+  "nodejs_heap_space_size_total_bytes",
+  "nodejs_heap_space_size_used_bytes",
+  "nodejs_heap_space_size_available_bytes",
+];
 
 const PER_SERVER = "Counted by this server (with several servers, sum over them).";
 const SHARED = "Read from the store at scrape time: the same on every server sharing it.";
@@ -103,27 +107,89 @@ export class ServerMetrics {
         }),
       });
     const gauge = <L extends string>(name: string, help: string, labelNames: L[]) => new Gauge<L>({ name, help, labelNames, registers });
-    const histogram = (name: string, help: string) => new Histogram<"endpoint">({ name, help, labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers });
+    const histogram = (name: string, help: string) =>
+      new Histogram<"endpoint">({ name, help, labelNames: ["endpoint"], buckets: DURATION_BUCKETS, registers });
 
-    counter("spool_jobs_submitted_total", `Jobs accepted by /run, /runsync and the OpenAI routes. ${PER_SERVER}`, ["endpoint"], this.#submitted);
-    counter("spool_jobs_ended_total", `Jobs that reached a final state (COMPLETED, FAILED, CANCELLED, TIMED_OUT); a retried job ends again. ${PER_SERVER}`, ["endpoint", "status"], this.#ended);
+    counter(
+      "spool_jobs_submitted_total",
+      `Jobs accepted by /run, /runsync and the OpenAI routes. ${PER_SERVER}`,
+      ["endpoint"],
+      this.#submitted,
+    );
+    counter(
+      "spool_jobs_ended_total",
+      `Jobs that reached a final state (COMPLETED, FAILED, CANCELLED, TIMED_OUT); a retried job ends again. ${PER_SERVER}`,
+      ["endpoint", "status"],
+      this.#ended,
+    );
     this.#retried = counter("spool_jobs_retried_total", `FAILED or TIMED_OUT jobs queued again by /retry. ${PER_SERVER}`, ["endpoint"]);
     this.#purged = counter("spool_jobs_purged_total", `Queued jobs removed by /purge-queue (they never end). ${PER_SERVER}`, ["endpoint"]);
-    this.#refused = counter("spool_requests_refused_total", `Requests answered 429, by reason: backpressure (queue full) or rate-limit. ${PER_SERVER}`, ["endpoint", "reason"]);
-    this.#delay = histogram("spool_job_delay_seconds", `Time from entering the queue to being taken by a worker, of jobs that ended. ${PER_SERVER}`);
-    this.#execution = histogram("spool_job_execution_seconds", `Time from being taken to the final state, of jobs that ended. ${PER_SERVER}`);
-    this.#scaleUps = counter("spool_scale_ups_total", `Workers started by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
-    this.#startFailures = counter("spool_worker_start_failures_total", `Workers that exited before they were ready (setup threw, handler missing, killed at start, ended at startTimeoutMs). Counted by the server whose worker failed (or that got its report).`, ["endpoint"]);
-    this.#scaleDowns = counter("spool_scale_downs_total", `Idle workers stopped by the scaler. Counted by the server that runs scaling (the lease holder).`, ["endpoint"]);
-    this.#webhooks = counter("spool_webhook_deliveries_total", `Webhook attempts by outcome: delivered, retried (failed, tried again later), given_up (failed for good). ${PER_SERVER}`, ["outcome"]);
-    counter("spool_http_requests_total", `HTTP requests answered, by method, route template and status. ${PER_SERVER}`, ["method", "route", "status"], this.#http);
+    this.#refused = counter(
+      "spool_requests_refused_total",
+      `Requests answered 429, by reason: backpressure (queue full) or rate-limit. ${PER_SERVER}`,
+      ["endpoint", "reason"],
+    );
+    this.#delay = histogram(
+      "spool_job_delay_seconds",
+      `Time from entering the queue to being taken by a worker, of jobs that ended. ${PER_SERVER}`,
+    );
+    this.#execution = histogram(
+      "spool_job_execution_seconds",
+      `Time from being taken to the final state, of jobs that ended. ${PER_SERVER}`,
+    );
+    this.#scaleUps = counter(
+      "spool_scale_ups_total",
+      `Workers started by the scaler. Counted by the server that runs scaling (the lease holder).`,
+      ["endpoint"],
+    );
+    this.#startFailures = counter(
+      "spool_worker_start_failures_total",
+      `Workers that exited before they were ready (setup threw, handler missing, killed at start, ended at startTimeoutMs). Counted by the server whose worker failed (or that got its report).`,
+      ["endpoint"],
+    );
+    this.#scaleDowns = counter(
+      "spool_scale_downs_total",
+      `Idle workers stopped by the scaler. Counted by the server that runs scaling (the lease holder).`,
+      ["endpoint"],
+    );
+    this.#webhooks = counter(
+      "spool_webhook_deliveries_total",
+      `Webhook attempts by outcome: delivered, retried (failed, tried again later), given_up (failed for good). ${PER_SERVER}`,
+      ["outcome"],
+    );
+    counter(
+      "spool_http_requests_total",
+      `HTTP requests answered, by method, route template and status. ${PER_SERVER}`,
+      ["method", "route", "status"],
+      this.#http,
+    );
     this.#queueDepth = gauge("spool_queue_depth", `Jobs IN_QUEUE. ${SHARED}`, ["endpoint"]);
     this.#inProgress = gauge("spool_jobs_in_progress", `Jobs IN_PROGRESS. ${SHARED}`, ["endpoint"]);
-    this.#workers = gauge("spool_workers", `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet), stopping (being ended by this server's scaler, not exited yet).`, ["endpoint", "state"]);
-    this.#oldestAge = gauge("spool_queue_oldest_age_seconds", `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`, ["endpoint"]);
-    this.#desired = gauge("spool_desired_workers", `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`, ["endpoint"]);
-    this.#held = gauge("spool_scale_up_held", `Workers the endpoint wants that the scaler cannot start, by reason (gpu: no GPU has room). Set by the server that runs scaling.`, ["endpoint", "reason"]);
-    this.#leaseHeld = gauge("spool_duties_lease_held", "1 while this server holds the duties lease (it runs housekeeping and scaling), else 0: with several servers, one shows 1.", []);
+    this.#workers = gauge(
+      "spool_workers",
+      `Workers by state: idle, running, unhealthy (from the store: shared), initializing (started by this server's scaler, not heard from yet), stopping (being ended by this server's scaler, not exited yet).`,
+      ["endpoint", "state"],
+    );
+    this.#oldestAge = gauge(
+      "spool_queue_oldest_age_seconds",
+      `How long the oldest queued job (not lowPriority) has waited; 0 when none. ${SHARED}`,
+      ["endpoint"],
+    );
+    this.#desired = gauge(
+      "spool_desired_workers",
+      `Workers the endpoint's scale rule wants now, clamped to workersMin..workersMax (what KEDA follows). ${SHARED}`,
+      ["endpoint"],
+    );
+    this.#held = gauge(
+      "spool_scale_up_held",
+      `Workers the endpoint wants that the scaler cannot start, by reason (gpu: no GPU has room). Set by the server that runs scaling.`,
+      ["endpoint", "reason"],
+    );
+    this.#leaseHeld = gauge(
+      "spool_duties_lease_held",
+      "1 while this server holds the duties lease (it runs housekeeping and scaling), else 0: with several servers, one shows 1.",
+      [],
+    );
     collectDefaultMetrics({ register: this.registry });
     // Bun's v8.getHeapSpaceStatistics walks the heap: 7 ms a scrape at 1k queued jobs, 29 ms at
     // 100k (scripts/bench/metrics.ts). The heap's total and used bytes stay (nodejs_heap_size_*).

@@ -25,7 +25,9 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
   const JobResponse = component(registry, "JobResponse", jobResponseSchema, "output");
   const JobState = component(registry, "JobState", jobStateSchema, "output");
   const wait = (min: number, what: string) =>
-    z.object({ wait: z.number().int().min(min).max(LIMITS.runsyncWaitMax).optional().describe(`${what} (ms, default ${LIMITS.runsyncWaitDefault})`) });
+    z.object({
+      wait: z.number().int().min(min).max(LIMITS.runsyncWaitMax).optional().describe(`${what} (ms, default ${LIMITS.runsyncWaitDefault})`),
+    });
   const base = { tags: [TAG], security: KEY_AUTH };
   const idempotency = z.object({
     "idempotency-key": z
@@ -33,7 +35,9 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
       .min(1)
       .max(255)
       .optional()
-      .describe("A retry with the same key and body (keys in any order) answers the job the first request made (same id) instead of queueing another, for server.idempotencyTtlMs (24 h); 409 once that job is gone"),
+      .describe(
+        "A retry with the same key and body (keys in any order) answers the job the first request made (same id) instead of queueing another, for server.idempotencyTtlMs (24 h); 409 once that job is gone",
+      ),
   });
 
   registry.registerPath({
@@ -66,10 +70,13 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     path: "/v2/{endpoint_id}/status/{id}",
     operationId: "status",
     summary: "A job's status and result",
-    description: "An IN_QUEUE job also carries `queuePosition` (0: next to be taken). With `Accept: text/event-stream` the state is streamed as server-sent events until final.",
+    description:
+      "An IN_QUEUE job also carries `queuePosition` (0: next to be taken). With `Accept: text/event-stream` the state is streamed as server-sent events until final.",
     request: {
       params: jobParams,
-      query: z.object({ ttl: z.number().int().min(LIMITS.ttlMin).max(LIMITS.ttlMax).optional().describe("Reset how long the job lives, from now (ms)") }),
+      query: z.object({
+        ttl: z.number().int().min(LIMITS.ttlMin).max(LIMITS.ttlMax).optional().describe("Reset how long the job lives, from now (ms)"),
+      }),
     },
     responses: { 200: json("The job", JobResponse), ...errors([400, 401, 404, 429]) },
   });
@@ -90,7 +97,10 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "Stream chunks not returned yet",
     description: "Waits briefly for something new. With `Accept: text/event-stream`, chunks are pushed as server-sent events.",
     request: { params: jobParams },
-    responses: { 200: json("New chunks and the job's status", component(registry, "StreamResponse", streamResponseSchema, "output")), ...errors([401, 404, 429]) },
+    responses: {
+      200: json("New chunks and the job's status", component(registry, "StreamResponse", streamResponseSchema, "output")),
+      ...errors([401, 404, 429]),
+    },
   });
   registry.registerPath({
     ...base,
@@ -100,8 +110,14 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "The lines the job's handler printed and logged",
     description:
       "Oldest first, from line `since` on (0 by default): ask again with `since` = the lines read so far to continue. Kept with the job, at most server.logMaxBytes each. With `Accept: text/event-stream` on /status or /stream, each line is also pushed as an `event: log`. Workers of runpod-python send none.",
-    request: { params: jobParams, query: z.object({ since: z.number().int().min(0).optional().describe("Index of the first line to answer") }) },
-    responses: { 200: json("The job's log lines", component(registry, "JobLogs", jobLogsResponseSchema, "output")), ...errors([400, 401, 404]) },
+    request: {
+      params: jobParams,
+      query: z.object({ since: z.number().int().min(0).optional().describe("Index of the first line to answer") }),
+    },
+    responses: {
+      200: json("The job's log lines", component(registry, "JobLogs", jobLogsResponseSchema, "output")),
+      ...errors([400, 401, 404]),
+    },
   });
   registry.registerPath({
     ...base,
@@ -128,7 +144,10 @@ export function registerClientPaths(registry: OpenAPIRegistry, endpointIds: stri
     operationId: "purgeQueue",
     summary: "Remove every queued job of the endpoint",
     request: { params: z.object({ endpoint_id }) },
-    responses: { 200: json("How many were removed", component(registry, "PurgeResponse", purgeResponseSchema, "output")), ...errors([401, 404, 429]) },
+    responses: {
+      200: json("How many were removed", component(registry, "PurgeResponse", purgeResponseSchema, "output")),
+      ...errors([401, 404, 429]),
+    },
   });
   registry.registerPath({
     ...base,

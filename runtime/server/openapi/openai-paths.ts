@@ -16,7 +16,13 @@ const OPERATIONS = [
 /** Two prefixes of the same interface: /openai/v1 and /compat/v1. */
 const INTERFACES = ["openai", "compat"] as const;
 
-function operation(path: string, op: (typeof OPERATIONS)[number], operationId: string, body: JsonSchema | null, params: RouteConfig["request"]): RouteConfig {
+function operation(
+  path: string,
+  op: (typeof OPERATIONS)[number],
+  operationId: string,
+  body: JsonSchema | null,
+  params: RouteConfig["request"],
+): RouteConfig {
   return {
     tags: [TAG],
     security: KEY_AUTH,
@@ -54,7 +60,9 @@ export function registerOpenaiPaths(registry: OpenAPIRegistry, endpointIds: stri
   for (const iface of INTERFACES) {
     for (const op of OPERATIONS) {
       const params = { params: z.object({ endpoint_id }) };
-      registry.registerPath(operation(`/v2/{endpoint_id}/${iface}/v1/${op.suffix}`, op, `${iface}${op.name}`, bodies[op.name] ?? null, params));
+      registry.registerPath(
+        operation(`/v2/{endpoint_id}/${iface}/v1/${op.suffix}`, op, `${iface}${op.name}`, bodies[op.name] ?? null, params),
+      );
     }
   }
 }

@@ -10,7 +10,11 @@ import { registerOpenaiPaths } from "./openai-paths.ts";
 import { registerWorkerPaths } from "./worker-paths.ts";
 import { jobResponseSchema, jobStateSchema } from "../../protocol/job-response.ts";
 
-const FREE_FORM = { type: "object", additionalProperties: true, description: "The server cannot read this endpoint's handler: any JSON object" } as const;
+const FREE_FORM = {
+  type: "object",
+  additionalProperties: true,
+  description: "The server cannot read this endpoint's handler: any JSON object",
+} as const;
 
 /** /v2/<endpoint>/run and /runsync for each configured endpoint, with its handler's own input schema. */
 function registerEndpointPaths(registry: OpenAPIRegistry, inputs: EndpointInput[]): void {
@@ -77,7 +81,13 @@ function registerOperationsPaths(registry: OpenAPIRegistry): void {
       params: z.object({ endpoint_id: z.string(), job_id: z.string(), name: z.string() }),
       query: z.object({ expires: z.string(), sig: z.string() }),
     },
-    responses: { 200: { description: "The file", content: { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } } }, ...errors([403]) },
+    responses: {
+      200: {
+        description: "The file",
+        content: { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } },
+      },
+      ...errors([403]),
+    },
   });
 }
 
@@ -101,7 +111,7 @@ export async function buildOpenApiDocument(config: Config, inputSchemas: InputSc
       title: "Spool",
       version: "1",
       description:
-        "A RunPod-compatible queue for inference jobs: RunPod's job API and worker protocol, and an OpenAI-compatible interface per endpoint. Send the API key as `Authorization: Bearer KEY` or as the bare key. Errors are `{\"error\": \"...\"}` (OpenAI's error body on the OpenAI routes).",
+        'A RunPod-compatible queue for inference jobs: RunPod\'s job API and worker protocol, and an OpenAI-compatible interface per endpoint. Send the API key as `Authorization: Bearer KEY` or as the bare key. Errors are `{"error": "..."}` (OpenAI\'s error body on the OpenAI routes).',
     },
     tags: [
       { name: "Jobs", description: "RunPod's job API, per endpoint" },

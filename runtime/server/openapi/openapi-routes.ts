@@ -42,7 +42,9 @@ export function openapiRoutes(deps: AppDeps): Hono<AppEnv> {
     }),
   );
   app.get("/docs/scalar.js", () => {
-    return new Response(Bun.file(SCALAR_JS), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=3600" } });
+    return new Response(Bun.file(SCALAR_JS), {
+      headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=3600" },
+    });
   });
   return app;
 }

@@ -1,6 +1,12 @@
 import type { OpenAPIRegistry } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
-import { fileUploadResponseSchema, jobDoneSchema, jobStopResponseSchema, jobStreamSchema, takenJobSchema } from "../../protocol/worker-wire.ts";
+import {
+  fileUploadResponseSchema,
+  jobDoneSchema,
+  jobStopResponseSchema,
+  jobStreamSchema,
+  takenJobSchema,
+} from "../../protocol/worker-wire.ts";
 import { jobLogPostAnswerSchema, jobLogPostSchema } from "../../protocol/job-log.ts";
 import { component, emptyObject, endpointParam, errors, json, jsonBody, KEY_AUTH } from "./openapi-common.ts";
 
@@ -33,8 +39,15 @@ export function registerWorkerPaths(registry: OpenAPIRegistry, endpointIds: stri
     path: "/v2/{endpoint_id}/job-take-batch/{worker_id}",
     operationId: "jobTakeBatch",
     summary: "Take up to batch_size jobs (long-poll)",
-    request: { params: workerParams, query: z.object({ batch_size: z.number().int().min(1).max(64).optional().describe("At most this many (default 1)") }) },
-    responses: { 200: json("Jobs, now IN_PROGRESS on this worker", { type: "array", items: TakenJob }), ...noJob, ...errors([400, 401, 404]) },
+    request: {
+      params: workerParams,
+      query: z.object({ batch_size: z.number().int().min(1).max(64).optional().describe("At most this many (default 1)") }),
+    },
+    responses: {
+      200: json("Jobs, now IN_PROGRESS on this worker", { type: "array", items: TakenJob }),
+      ...noJob,
+      ...errors([400, 401, 404]),
+    },
   });
   registry.registerPath({
     ...base,
@@ -67,7 +80,10 @@ export function registerWorkerPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "Post log lines of a running job (Spool's workers; not part of RunPod's protocol)",
     description: "Kept up to server.logMaxBytes per job; `truncated` says the log is full and no more lines are kept.",
     request: { params: jobParams, body: jsonBody(component(registry, "JobLogPost", jobLogPostSchema, "input")) },
-    responses: { 200: json("Taken", component(registry, "JobLogPostAnswer", jobLogPostAnswerSchema, "output")), ...errors([400, 401, 404, 413]) },
+    responses: {
+      200: json("Taken", component(registry, "JobLogPostAnswer", jobLogPostAnswerSchema, "output")),
+      ...errors([400, 401, 404, 413]),
+    },
   });
   registry.registerPath({
     ...base,
@@ -93,7 +109,11 @@ export function registerWorkerPaths(registry: OpenAPIRegistry, endpointIds: stri
     operationId: "jobStop",
     summary: "Jobs the worker must stop (long-poll)",
     request: { params: workerParams },
-    responses: { 200: json("Stop these", component(registry, "JobStop", jobStopResponseSchema, "output")), 204: { description: "Nothing to stop" }, ...errors([401, 404]) },
+    responses: {
+      200: json("Stop these", component(registry, "JobStop", jobStopResponseSchema, "output")),
+      204: { description: "Nothing to stop" },
+      ...errors([401, 404]),
+    },
   });
   registry.registerPath({
     ...base,
@@ -103,7 +123,10 @@ export function registerWorkerPaths(registry: OpenAPIRegistry, endpointIds: stri
     summary: "Store a file of a running job; answers its signed URL",
     request: {
       params: z.object({ endpoint_id, worker_id, job_id, name: z.string().describe("File name") }),
-      body: { required: true, content: { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } } },
+      body: {
+        required: true,
+        content: { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } },
+      },
     },
     responses: { 200: json("Stored", fileUploadResponseSchema), ...errors([400, 401, 404, 413]) },
   });

@@ -84,7 +84,8 @@ export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   app.get("/requests", async (c) => {
     const limit = intQuery(c.req.query("limit"), "limit", 1, 100, 20);
     const cursor = c.req.query("cursor");
-    if (cursor !== undefined && !/^\d+$/.test(cursor)) throw new HttpError(400, "query parameter cursor is not a cursor from an earlier page");
+    if (cursor !== undefined && !/^\d+$/.test(cursor))
+      throw new HttpError(400, "query parameter cursor is not a cursor from an earlier page");
     const status = c.req.query("status");
     if (status !== undefined && !(JOB_STATES as readonly string[]).includes(status)) {
       throw new HttpError(400, `query parameter status must be one of ${JOB_STATES.join(", ")}`);

@@ -20,7 +20,13 @@ export class ClientSteps {
   /** POST /run: the job request read and checked (400), then submitted. */
   async run(endpointId: string, key: ApiKeyRecord, req: Request): Promise<string> {
     const idempotent = idempotencyKey(req.headers);
-    const job = await this.#deps.jobs.submit(endpointId, await readJobRequest(req), { keyId: key.id, sync: false, idempotencyKey: idempotent, origin: originToRecord(req.url, this.#deps.scaler), traceparent: traceparentOf(req.headers) });
+    const job = await this.#deps.jobs.submit(endpointId, await readJobRequest(req), {
+      keyId: key.id,
+      sync: false,
+      idempotencyKey: idempotent,
+      origin: originToRecord(req.url, this.#deps.scaler),
+      traceparent: traceparentOf(req.headers),
+    });
     return JSON.stringify({ id: job.id, status: job.status } satisfies JobState);
   }
 
@@ -29,7 +35,13 @@ export class ClientSteps {
     const { jobs } = this.#deps;
     const wait = intQuery(waitParam, "wait", LIMITS.runsyncWaitMin, LIMITS.runsyncWaitMax, LIMITS.runsyncWaitDefault);
     const idempotent = idempotencyKey(req.headers);
-    const job = await jobs.submit(endpointId, await readJobRequest(req), { keyId: key.id, sync: true, idempotencyKey: idempotent, origin: originToRecord(req.url, this.#deps.scaler), traceparent: traceparentOf(req.headers) });
+    const job = await jobs.submit(endpointId, await readJobRequest(req), {
+      keyId: key.id,
+      sync: true,
+      idempotencyKey: idempotent,
+      origin: originToRecord(req.url, this.#deps.scaler),
+      traceparent: traceparentOf(req.headers),
+    });
     const settled = (await jobs.waitForFinal(endpointId, job.id, wait, req.signal)) ?? job;
     if (!isFinal(settled.status)) return JSON.stringify({ id: settled.id, status: settled.status } satisfies JobState);
     return jobResponseJson(settled);

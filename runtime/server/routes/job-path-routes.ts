@@ -24,7 +24,9 @@ type Op = keyof typeof ROUTES;
 const OPS = Object.keys(ROUTES) as Op[];
 
 /** Each route's template, as Hono registers it and the request counter labels it. */
-const TEMPLATE = Object.fromEntries(OPS.map((op) => [op, ["/v2/:endpoint", op, ...ROUTES[op].params.map((p) => `:${p}`)].join("/")])) as Record<Op, string>;
+const TEMPLATE = Object.fromEntries(
+  OPS.map((op) => [op, ["/v2/:endpoint", op, ...ROUTES[op].params.map((p) => `:${p}`)].join("/")]),
+) as Record<Op, string>;
 
 /** Any route of the table, by its path, when the path has no `%` (Hono decodes those). */
 const MATCH = new RegExp(`^/v2/([^/%#]+)/(${OPS.join("|")})(?:/([^/%#]+))?(?:/([^/%#]+))?$`);
@@ -40,7 +42,12 @@ const query = (url: string, name: string) => getQueryParam(url, name) as string 
  * expression and answers through the same handler, before Hono's router, for every request of
  * these shapes but HEAD, a `%` in the path and a status asked as server-sent events.
  */
-export function jobPathRoutes(deps: RouteDeps, access: Access, steps: { client: ClientSteps; worker: WorkerSteps }, metrics: ServerMetrics) {
+export function jobPathRoutes(
+  deps: RouteDeps,
+  access: Access,
+  steps: { client: ClientSteps; worker: WorkerSteps },
+  metrics: ServerMetrics,
+) {
   const answerError = errorAnswer(deps.log);
   const { client, worker } = steps;
 
@@ -99,7 +106,15 @@ export function jobPathRoutes(deps: RouteDeps, access: Access, steps: { client: 
     routes.on(ROUTES[op].method, TEMPLATE[op], (c: Context<AppEnv>, next: Next) =>
       op === "status" && wantsEvents(c.req.raw)
         ? next()
-        : answer(c.req.raw, c.req.url, c.req.path, op, c.req.param("endpoint")!, first && c.req.param(first), second && c.req.param(second)),
+        : answer(
+            c.req.raw,
+            c.req.url,
+            c.req.path,
+            op,
+            c.req.param("endpoint")!,
+            first && c.req.param(first),
+            second && c.req.param(second),
+          ),
     );
   }
 

@@ -6,15 +6,33 @@ import { WORKER_START_ERROR_TYPE } from "../../protocol/job-response.ts";
 
 /** An error in OpenAI's body shape; `param` names the request field at fault. */
 export class OpenaiError extends HttpError {
-  constructor(status: ConstructorParameters<typeof HttpError>[0], message: string, readonly param: string | null = null, readonly code: string | null = null) {
+  constructor(
+    status: ConstructorParameters<typeof HttpError>[0],
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+  ) {
     super(status, message);
   }
 }
 
 /** OpenAI's error body: {error: {message, type, param, code}}. */
 export function errorBody(status: number, message: string, param: string | null = null, code: string | null = null): OpenaiErrorBody {
-  const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : status === 401 ? "authentication_error" : "invalid_request_error";
-  const defaultCode = new Map([[401, "invalid_api_key"], [404, "not_found"], [413, "request_too_large"], [429, "rate_limit_exceeded"]]).get(status) ?? null;
+  const type =
+    status === 429
+      ? "rate_limit_error"
+      : status >= 500
+        ? "server_error"
+        : status === 401
+          ? "authentication_error"
+          : "invalid_request_error";
+  const defaultCode =
+    new Map([
+      [401, "invalid_api_key"],
+      [404, "not_found"],
+      [413, "request_too_large"],
+      [429, "rate_limit_exceeded"],
+    ]).get(status) ?? null;
   return { error: { message, type, param, code: code ?? defaultCode } };
 }
 
@@ -43,7 +61,8 @@ export function jobFailure(job: StoredJob | null): OpenaiError {
  */
 export function notInTime(status: JobStatus, waitMs: number, streaming: boolean): OpenaiError {
   const within = `within ${Math.round(waitMs / 100) / 10} s (the endpoint's openaiWaitMs)`;
-  if (status === "IN_QUEUE") return new OpenaiError(503, `no worker took the request ${within}; it was cancelled, retry later`, null, "no_worker");
+  if (status === "IN_QUEUE")
+    return new OpenaiError(503, `no worker took the request ${within}; it was cancelled, retry later`, null, "no_worker");
   const what = streaming ? "the worker sent no token" : "the request did not finish";
   return new OpenaiError(504, `${what} ${within}; it was cancelled`, null, "timeout");
 }

@@ -75,7 +75,10 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   const servesOpenai: MiddlewareHandler<AppEnv> = async (c, next) => {
     const schema = await deps.inputSchemas?.get(c.get("endpointId"));
     if (schema && !schema.safeParse({ openai_route: ROUTES.models }).success) {
-      throw new OpenaiError(404, `endpoint ${c.get("endpointId")} does not serve the OpenAI-compatible interface (its handler takes no openai_route input)`);
+      throw new OpenaiError(
+        404,
+        `endpoint ${c.get("endpointId")} does not serve the OpenAI-compatible interface (its handler takes no openai_route input)`,
+      );
     }
     await next();
   };
@@ -91,7 +94,17 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   }
 
   function enqueue(c: Context<AppEnv>, input: Record<string, unknown>): Promise<StoredJob> {
-    return jobs.submit(c.get("endpointId"), { input }, { keyId: c.get("key").id, sync: true, invalid, origin: originToRecord(c.req.url, deps.scaler), traceparent: traceparentOf(c.req.raw.headers) });
+    return jobs.submit(
+      c.get("endpointId"),
+      { input },
+      {
+        keyId: c.get("key").id,
+        sync: true,
+        invalid,
+        origin: originToRecord(c.req.url, deps.scaler),
+        traceparent: traceparentOf(c.req.raw.headers),
+      },
+    );
   }
 
   /** Stops a job whose client went away, so that no worker keeps generating for nobody. */
@@ -146,36 +159,40 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
     if (!progressed(first) && deps.clock.now() >= deadline) {
       const given = await giveUp(job, first.job!, waitMs, true);
       if (given instanceof OpenaiError) throw given;
-      first = await read(given, 0, signal) ?? { chunks: [], job: given };
+      first = (await read(given, 0, signal)) ?? { chunks: [], job: given };
     }
-    if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED") throw jobFailure(first.job);
+    if (first.chunks.length === 0 && first.job && isFinal(first.job.status) && first.job.status !== "COMPLETED")
+      throw jobFailure(first.job);
     if (!first.job) throw jobFailure(null);
     // The stream counts as a request in flight (the concurrent rate limit) until it ends.
     const release = c.get("keepAdmission")?.() ?? (() => {});
-    return eventStreamResponse(async (send, gone) => {
-      const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
-      let r: Read | null = first;
-      let started = false;
-      while (r) {
-        if (r.chunks.length) {
-          send(sse(r.chunks));
-          started = true;
+    return eventStreamResponse(
+      async (send, gone) => {
+        const fail = (err: OpenaiError) => send(`data: ${JSON.stringify(errorBody(err.status, err.message, err.param, err.code))}\n\n`);
+        let r: Read | null = first;
+        let started = false;
+        while (r) {
+          if (r.chunks.length) {
+            send(sse(r.chunks));
+            started = true;
+          }
+          if (!r.job || isFinal(r.job.status)) break;
+          if (!r.chunks.length) send(started ? ": keepalive\n\n" : ": waiting for the first token\n\n");
+          const left = deadline - deps.clock.now();
+          if (!started && left <= 0) {
+            const given = await giveUp(job, r.job, waitMs, true);
+            if (given instanceof OpenaiError) return fail(given);
+            r = await read(given, 0, gone);
+            continue;
+          }
+          r = await read(job, started ? keepAliveMs : Math.min(keepAliveMs, left), gone);
         }
-        if (!r.job || isFinal(r.job.status)) break;
-        if (!r.chunks.length) send(started ? ": keepalive\n\n" : ": waiting for the first token\n\n");
-        const left = deadline - deps.clock.now();
-        if (!started && left <= 0) {
-          const given = await giveUp(job, r.job, waitMs, true);
-          if (given instanceof OpenaiError) return fail(given);
-          r = await read(given, 0, gone);
-          continue;
-        }
-        r = await read(job, started ? keepAliveMs : Math.min(keepAliveMs, left), gone);
-      }
-      if (!r) return;
-      if (r.job?.status === "COMPLETED") send("data: [DONE]\n\n");
-      else fail(jobFailure(r.job));
-    }, { release, onCancel: () => abandon(job), headers: { connection: "keep-alive" } });
+        if (!r) return;
+        if (r.job?.status === "COMPLETED") send("data: [DONE]\n\n");
+        else fail(jobFailure(r.job));
+      },
+      { release, onCancel: () => abandon(job), headers: { connection: "keep-alive" } },
+    );
   }
 
   /**
@@ -184,7 +201,8 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
    */
   async function requestBody(c: Context<AppEnv>, least: z.ZodType): Promise<Record<string, unknown>> {
     const body = await readJson(c.req.raw);
-    if (typeof body !== "object" || body === null || Array.isArray(body)) throw new OpenaiError(400, "the request body must be a JSON object");
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw new OpenaiError(400, "the request body must be a JSON object");
     if (!(await deps.inputSchemas?.get(c.get("endpointId")))) {
       const checked = least.safeParse(body);
       if (!checked.success) throw invalid(checked.error);
@@ -193,11 +211,18 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
   }
 
   for (const base of BASES) {
-    app.post(`${base}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.chat, await requestBody(c, chatCompletionRequestSchema)));
-    app.post(`${base}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) => relay(c, ROUTES.completions, await requestBody(c, completionRequestSchema)));
+    app.post(`${base}/chat/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) =>
+      relay(c, ROUTES.chat, await requestBody(c, chatCompletionRequestSchema)),
+    );
+    app.post(`${base}/completions`, limitBody(LIMITS.runsyncBodyBytes), async (c) =>
+      relay(c, ROUTES.completions, await requestBody(c, completionRequestSchema)),
+    );
     app.get(`${base}/models`, (c) => relay(c, ROUTES.models));
     app.all(`${base}/*`, (c) => {
-      throw new OpenaiError(404, `no route for ${c.req.method} ${new URL(c.req.url).pathname}; this interface has POST chat/completions, POST completions and GET models`);
+      throw new OpenaiError(
+        404,
+        `no route for ${c.req.method} ${new URL(c.req.url).pathname}; this interface has POST chat/completions, POST completions and GET models`,
+      );
     });
   }
 

@@ -34,7 +34,8 @@ export function sseRoutes(deps: RouteDeps): Hono<AppEnv> {
 }
 
 /** A GET asking for events (a HEAD gets the polling answer's headers: a stream nobody reads would never end). */
-export const wantsEvents = (req: Request) => req.method === "GET" && (req.headers.get("accept") ?? "").toLowerCase().includes("text/event-stream");
+export const wantsEvents = (req: Request) =>
+  req.method === "GET" && (req.headers.get("accept") ?? "").toLowerCase().includes("text/event-stream");
 
 /** A short digest of the status answer: a changed answer (state, progress, result) is a new event. */
 function stampOf(job: StoredJob): string {
@@ -53,12 +54,14 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
   const { jobs, store, clock } = deps;
   const endpointId = c.get("endpointId");
   const id = c.req.param("id")!;
-  if (c.req.query("ttl") !== undefined) throw new HttpError(400, "?ttl is not supported with Accept: text/event-stream; set it with a plain GET /status");
+  if (c.req.query("ttl") !== undefined)
+    throw new HttpError(400, "?ttl is not supported with Accept: text/event-stream; set it with a plain GET /status");
   const resumed = parseLastEventId(c.req.header("last-event-id"));
   const first = await store.get(endpointId, id, clock.now());
   if (!first) throw jobNotFound(id);
   // A retry starts the job's chunks over: a position from an earlier run starts from the beginning.
-  let at: Position = resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null, logs: resumed?.logs ?? 0 };
+  let at: Position =
+    resumed && resumed.retries === first.retries ? resumed : { retries: first.retries, chunks: 0, stamp: null, logs: resumed?.logs ?? 0 };
 
   const release = c.get("keepAdmission")?.() ?? (() => {});
   // As /status answers at that moment; a queued job's position is not an event of its own.
@@ -67,39 +70,50 @@ async function jobEventStream(deps: RouteDeps, c: Context<AppEnv>): Promise<Resp
     return jobResponseJson(job, position === null ? undefined : { queuePosition: position });
   };
   const eventId = () => `${at.retries}.${at.chunks}.${at.stamp ?? "0"}.${at.logs}`;
-  return eventStreamResponse(async (write, gone) => {
-    const send = (event: string, json: string) => write(`event: ${event}\nid: ${eventId()}\ndata: ${json}\n\n`);
-    for (;;) {
-      const seen = at;
-      // Log lines are read after the job, so a final state read comes with every line before it.
-      let lines: JobLogLine[] = [];
-      const r = await jobs.watch(endpointId, id, at.chunks, (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status), deps.config.server.sseKeepAliveMs, gone, async () => {
-        lines = (await store.readLogs(endpointId, id, seen.logs, clock.now()))?.lines ?? [];
-        return lines.length > 0;
-      });
-      if (gone.aborted) return;
-      if (!r) {
-        send("gone", JSON.stringify({ id, error: `job ${id} not found (purged or expired)` }));
-        return;
+  return eventStreamResponse(
+    async (write, gone) => {
+      const send = (event: string, json: string) => write(`event: ${event}\nid: ${eventId()}\ndata: ${json}\n\n`);
+      for (;;) {
+        const seen = at;
+        // Log lines are read after the job, so a final state read comes with every line before it.
+        let lines: JobLogLine[] = [];
+        const r = await jobs.watch(
+          endpointId,
+          id,
+          at.chunks,
+          (job) => job.retries !== seen.retries || stampOf(job) !== seen.stamp || isFinal(job.status),
+          deps.config.server.sseKeepAliveMs,
+          gone,
+          async () => {
+            lines = (await store.readLogs(endpointId, id, seen.logs, clock.now()))?.lines ?? [];
+            return lines.length > 0;
+          },
+        );
+        if (gone.aborted) return;
+        if (!r) {
+          send("gone", JSON.stringify({ id, error: `job ${id} not found (purged or expired)` }));
+          return;
+        }
+        if (r.job.retries !== at.retries) {
+          at = { retries: r.job.retries, chunks: 0, stamp: at.stamp, logs: at.logs };
+          continue;
+        }
+        for (const chunk of r.chunks) {
+          at = { ...at, chunks: at.chunks + 1 };
+          send("chunk", JSON.stringify(streamElement(chunk)));
+        }
+        for (const line of lines) {
+          at = { ...at, logs: at.logs + 1 };
+          send("log", JSON.stringify(line));
+        }
+        const stamp = stampOf(r.job);
+        if (stamp !== at.stamp) {
+          at = { ...at, stamp };
+          send("status", await statusBody(r.job));
+        } else if (!r.chunks.length && !lines.length) write(": keepalive\n\n");
+        if (isFinal(r.job.status)) return;
       }
-      if (r.job.retries !== at.retries) {
-        at = { retries: r.job.retries, chunks: 0, stamp: at.stamp, logs: at.logs };
-        continue;
-      }
-      for (const chunk of r.chunks) {
-        at = { ...at, chunks: at.chunks + 1 };
-        send("chunk", JSON.stringify(streamElement(chunk)));
-      }
-      for (const line of lines) {
-        at = { ...at, logs: at.logs + 1 };
-        send("log", JSON.stringify(line));
-      }
-      const stamp = stampOf(r.job);
-      if (stamp !== at.stamp) {
-        at = { ...at, stamp };
-        send("status", await statusBody(r.job));
-      } else if (!r.chunks.length && !lines.length) write(": keepalive\n\n");
-      if (isFinal(r.job.status)) return;
-    }
-  }, { release });
+    },
+    { release },
+  );
 }

@@ -27,7 +27,8 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
     const jobId = segment(c, "job");
     const body = validate(jobStreamSchema, await readJson(c.req.raw), "job-stream body");
     await presence.touch(workerId, c.get("endpointId"), c.get("key").id, clock.now(), KNOWN_ONLY);
-    if (!(await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now()))) await steps.ownJob(c.get("endpointId"), workerId, jobId);
+    if (!(await store.appendChunks(workerId, jobId, splitChunk(body.output), clock.now())))
+      await steps.ownJob(c.get("endpointId"), workerId, jobId);
     return c.json({});
   });
 
@@ -50,7 +51,12 @@ export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> 
       // A worker whose setup failed, about to exit: not a worker that is up. A key the server
       // gave one of its workers speaks for that worker alone.
       if (boundToAnotherWorker(c.get("key").id, segment(c, "worker"))) throw workerNotFound(segment(c, "worker"));
-      await deps.startFailures?.reported(c.get("endpointId"), segment(c, "worker"), c.req.query("reason") ?? "", c.req.query("permanent") === "1");
+      await deps.startFailures?.reported(
+        c.get("endpointId"),
+        segment(c, "worker"),
+        c.req.query("reason") ?? "",
+        c.req.query("permanent") === "1",
+      );
       return c.json({});
     }
     const endpointId = c.get("endpointId");

@@ -52,7 +52,14 @@ export class WorkerSteps {
    * Up to `max` queued jobs for the worker, waiting up to server.takeWaitMs for one, as the JSON
    * text job-take answers (one object; an array for job-take-batch); null when none came (204).
    */
-  async take(endpointId: string, keyId: string, workerId: string, max: number, batch: boolean, signal: AbortSignal): Promise<string | null> {
+  async take(
+    endpointId: string,
+    keyId: string,
+    workerId: string,
+    max: number,
+    batch: boolean,
+    signal: AbortSignal,
+  ): Promise<string | null> {
     const { clock, config, jobs } = this.#deps;
     const before = this.presence.touch(workerId, endpointId, keyId, clock.now());
     if (before) await before;

@@ -12,7 +12,10 @@ export interface OwnWorker {
  * (after the scaling lease moves too): the workers heard from lately, whoever started them, less
  * this server's own that are being stopped, plus its own started and not heard from yet.
  */
-export function fleetOf(own: ReadonlyMap<string, OwnWorker>, stats: Pick<ScalingStats, "workers">): { current: number; initializing: number } {
+export function fleetOf(
+  own: ReadonlyMap<string, OwnWorker>,
+  stats: Pick<ScalingStats, "workers">,
+): { current: number; initializing: number } {
   let others = 0;
   for (const w of stats.workers) if (!own.has(w.id)) others++;
   let live = 0;

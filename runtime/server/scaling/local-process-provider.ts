@@ -71,7 +71,12 @@ export class LocalProcessProvider implements WorkerProvider {
     const tail = new OutputTail();
     const onOutput = this.#onOutput;
     const copied = tail.copy(proc.stderr!, process.stderr, onOutput && ((line) => onOutput(spec.endpointId, spec.workerId, line)));
-    const owned = new OwnedWorker(proc, { killGraceMs: this.#killGraceMs, log: this.#log, stopsFor: this.#stopsFor, workerId: spec.workerId });
+    const owned = new OwnedWorker(proc, {
+      killGraceMs: this.#killGraceMs,
+      log: this.#log,
+      stopsFor: this.#stopsFor,
+      workerId: spec.workerId,
+    });
     const { watchdog } = owned;
     return {
       workerId: spec.workerId,
@@ -103,7 +108,9 @@ export class LocalProcessProvider implements WorkerProvider {
       ...(scratch ? { SPOOL_DATA_DIR: scratch } : {}),
       // In the sandbox the host is read-only: temporary files and caches (a built worker's native
       // libraries among them) go to the endpoint's own folder, never to one another tenant writes.
-      ...(sandboxed && scratch ? { TMPDIR: join(scratch, "tmp"), XDG_CACHE_HOME: join(scratch, "cache"), SPOOL_CACHE_DIR: join(scratch, "cache") } : {}),
+      ...(sandboxed && scratch
+        ? { TMPDIR: join(scratch, "tmp"), XDG_CACHE_HOME: join(scratch, "cache"), SPOOL_CACHE_DIR: join(scratch, "cache") }
+        : {}),
     };
     return launchWorker(cmd, {
       env: workerEnvironment(process.env, own, spec.endpointEnv),

@@ -246,7 +246,15 @@ export class Scaler implements ScalerView {
     const elsewhere = this.#gpus.heldElsewhere;
     const others = elsewhere ? ` (${elsewhere} in use by another server on this host)` : "";
     const message = `${workers} worker${workers > 1 ? "s wait" : " waits"} for a free GPU: each needs ${each}, and none of the ${this.#gpus.devices.length} GPUs here has room${others}`;
-    if (!state.held) this.#deps.log.warn("scale-up waits for a free GPU", { endpointId, workers, ...need, gpus: this.#gpus.devices.length, free: this.#gpus.free, elsewhere });
+    if (!state.held)
+      this.#deps.log.warn("scale-up waits for a free GPU", {
+        endpointId,
+        workers,
+        ...need,
+        gpus: this.#gpus.devices.length,
+        free: this.#gpus.free,
+        elsewhere,
+      });
     state.held = { reason: "gpu", workers, message };
   }
 
@@ -286,13 +294,20 @@ export class Scaler implements ScalerView {
       // Its GPUs are free at once, not after the store has answered (which may take long).
       this.#gpus.release(grant);
       const signal = handle.exitDetail?.().signal;
-      this.#deps.workerLog?.add(endpointId, workerId, `exited with ${signal ? `signal ${signal}` : `code ${code}`}${managed.stopping ? " (stopped)" : ""}`, clock.now());
+      this.#deps.workerLog?.add(
+        endpointId,
+        workerId,
+        `exited with ${signal ? `signal ${signal}` : `code ${code}`}${managed.stopping ? " (stopped)" : ""}`,
+        clock.now(),
+      );
       // The process is gone: health stops counting it, and its jobs (if any) need not wait out
       // the heartbeat timeout before the worker-loss rule applies. Forgotten by the store first,
       // so health never counts it idle in between; a store that cannot answer now only delays
       // this (the heartbeat timeout covers the worker).
       keys.revoke(workerId);
-      await store.forgetWorker(workerId).catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
+      await store
+        .forgetWorker(workerId)
+        .catch((err) => log.warn("could not forget an ended worker", { endpointId, workerId, error: String(err) }));
       state.workers.delete(workerId);
       this.#byId.delete(workerId);
       if ((managed.stopping && !managed.timedOut) || this.#stopped.signal.aborted) return;
@@ -319,7 +334,11 @@ export class Scaler implements ScalerView {
       if (w.seen || w.stopping || now - w.startedAt < config.startTimeoutMs) continue;
       w.stopping = true;
       w.timedOut = true;
-      this.#deps.log.warn("worker not ready by its start deadline; ending it", { endpointId, workerId, startTimeoutMs: config.startTimeoutMs });
+      this.#deps.log.warn("worker not ready by its start deadline; ending it", {
+        endpointId,
+        workerId,
+        startTimeoutMs: config.startTimeoutMs,
+      });
       w.handle.kill();
     }
   }

@@ -43,7 +43,10 @@ export async function scalingSignal(deps: SignalDeps, endpointId: string, endpoi
     workers: stats.workers.length,
     // As the scaler does: while starts keep failing (its jobs failed, submissions refused), one
     // worker is still wanted, or an outside autoscaler would stop trying at zero.
-    desiredWorkers: Math.max(targetWorkers({ config: endpoint, stats, current, initializing, now }), deps.startFailures?.retrying(endpointId) ? 1 : 0),
+    desiredWorkers: Math.max(
+      targetWorkers({ config: endpoint, stats, current, initializing, now }),
+      deps.startFailures?.retrying(endpointId) ? 1 : 0,
+    ),
     workersMin: endpoint.workersMin,
     workersMax: endpoint.workersMax,
   };

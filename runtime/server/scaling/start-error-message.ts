@@ -12,7 +12,10 @@ export interface StartExit {
 
 /** One line that says why: the last error line of its output, with how it ended. */
 export function startErrorMessage(exit: StartExit): string {
-  const lines = exit.output.split("\n").map((l) => l.trim()).filter((l) => l && !/^at\s/.test(l) && !/^\d+ \|/.test(l));
+  const lines = exit.output
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !/^at\s/.test(l) && !/^\d+ \|/.test(l));
   const line = lines.findLast((l) => /error|not found|cannot|failed|denied|killed|memory/i.test(l)) ?? lines.at(-1);
   if (exit.timedOutMs !== undefined) {
     // A stalled setup rarely prints an error: its last line (a download's progress, say) is the clue.

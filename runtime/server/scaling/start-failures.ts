@@ -95,12 +95,24 @@ export class StartFailures {
     try {
       run = await store.addStartFailure(endpointId, failure);
     } catch (err) {
-      log.error(`worker failed to start, and the store did not record it: ${failure.message}`, { endpointId, workerId, error: String(err) });
+      log.error(`worker failed to start, and the store did not record it: ${failure.message}`, {
+        endpointId,
+        workerId,
+        error: String(err),
+      });
       return;
     }
     this.#runs.set(endpointId, run);
     this.#again = true;
-    log.warn(`worker failed to start: ${failure.message}`, { endpointId, workerId, attempts: run.attempts, code: exit.code, signal: exit.signal, retryInMs, permanent });
+    log.warn(`worker failed to start: ${failure.message}`, {
+      endpointId,
+      workerId,
+      attempts: run.attempts,
+      code: exit.code,
+      signal: exit.signal,
+      retryInMs,
+      permanent,
+    });
     if (this.#refusing(endpointId, run)) await this.#failQueued(endpointId, workerId, run);
   }
 
@@ -160,7 +172,11 @@ export class StartFailures {
   refusal(endpointId: string): RefusedError | undefined {
     const run = this.#runs.get(endpointId);
     if (!run || !this.#refusing(endpointId, run)) return undefined;
-    return new RefusedError("not-starting", `no worker of ${endpointId} can start (${failedStarts(run.attempts)}): ${run.last.message}`, run.last.retryAfterS);
+    return new RefusedError(
+      "not-starting",
+      `no worker of ${endpointId} can start (${failedStarts(run.attempts)}): ${run.last.message}`,
+      run.last.retryAfterS,
+    );
   }
 
   /** The run refuses work: the first permanent failure, or the limit over the window; never with "queue". */

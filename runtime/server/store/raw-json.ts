@@ -74,4 +74,5 @@ export function stringifyWithout(obj: object, omit: string): string {
 }
 
 /** An object's JSON with one more field, given as JSON text. */
-const appendField = (json: string, field: string, text: string) => `${json.slice(0, -1)}${json.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;
+const appendField = (json: string, field: string, text: string) =>
+  `${json.slice(0, -1)}${json.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;

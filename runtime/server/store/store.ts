@@ -46,7 +46,10 @@ export interface StoredJob {
  */
 export type EndedJob = Omit<StoredJob, "input">;
 
-export type NewJob = Pick<StoredJob, "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin" | "traceparent"> & {
+export type NewJob = Pick<
+  StoredJob,
+  "id" | "endpointId" | "input" | "webhook" | "policy" | "s3Config" | "sync" | "keyId" | "origin" | "traceparent"
+> & {
   /** The submission's Idempotency-Key: while a key of the same API key and endpoint is kept, its job answers instead. */
   idempotency?: IdempotencyTag;
 };
@@ -119,10 +122,7 @@ export interface CancelOutcome {
   cancelled: boolean;
 }
 
-export type RetryOutcome =
-  | { kind: "retried"; job: StoredJob }
-  | { kind: "not-found" }
-  | { kind: "conflict"; status: JobStatus };
+export type RetryOutcome = { kind: "retried"; job: StoredJob } | { kind: "not-found" } | { kind: "conflict"; status: JobStatus };
 
 export interface StreamRead {
   job: StoredJob;
@@ -193,8 +193,7 @@ export interface RequestLimit {
 
 export type Admission =
   /** `release` gives the slot back: at once where the count is in memory. */
-  | { ok: true; release: () => void | Promise<void> }
-  | { ok: false; retryAfterSeconds: number; why: "window" | "concurrent" };
+  { ok: true; release: () => void | Promise<void> } | { ok: false; retryAfterSeconds: number; why: "window" | "concurrent" };
 
 /** What the scaler decides from, for one endpoint. */
 export interface ScalingStats {
@@ -332,7 +331,13 @@ export interface Store {
   failQueued(endpointId: string, error: unknown, now: number, limit: number): Promise<EndedJob[]>;
   health(endpointId: string, now: number, workerLossTimeoutMs: number): Promise<HealthResponse>;
   /** Live jobs of the endpoint, newest first, only those in `status` when given; `before` is a cursor from an earlier page. */
-  recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }>;
+  recent(
+    endpointId: string,
+    now: number,
+    limit: number,
+    before?: string,
+    status?: JobStatus,
+  ): Promise<{ jobs: StoredJob[]; next?: string }>;
 
   /**
    * Records that a worker is alive (every worker request does); see WorkerReport for pings. A

@@ -64,7 +64,12 @@ export function startWebhookSender(deps: WebhookSenderDeps): { stop: () => Promi
         method: "POST",
         // Pinned: the address that was checked, with the name's Host and TLS name.
         ...(pinned ? { tls: { serverName: pinned.serverName } } : {}),
-        headers: { "content-type": "application/json", "user-agent": "spool-webhooks", ...(pinned ? { host: pinned.host } : {}), ...headers },
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "spool-webhooks",
+          ...(pinned ? { host: pinned.host } : {}),
+          ...headers,
+        },
         body,
         redirect: "manual",
         signal: AbortSignal.timeout(webhookTimeoutMs),
@@ -80,7 +85,14 @@ export function startWebhookSender(deps: WebhookSenderDeps): { stop: () => Promi
     const started = clock.now();
     const problem = await attempt(d);
     if (tracing && d.job.traceparent) {
-      tracing.record("spool.webhook", d.job.traceparent, started, clock.now(), { "spool.job.id": d.job.id, "spool.webhook.attempt": d.attempts + 1 }, problem ?? undefined);
+      tracing.record(
+        "spool.webhook",
+        d.job.traceparent,
+        started,
+        clock.now(),
+        { "spool.job.id": d.job.id, "spool.webhook.attempt": d.attempts + 1 },
+        problem ?? undefined,
+      );
     }
     if (problem === null) {
       await store.deliveryDone(d.id);

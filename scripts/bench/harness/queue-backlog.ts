@@ -65,9 +65,11 @@ export async function backlogRuns(rig: QueueRig, depths: number[], submits: numb
       // Warm up both processes (JIT, the server's statement cache) before timing.
       const c = queueClient(s.server);
       let warm = 0;
-      await Promise.all(Array.from({ length: rig.settings.clients }, async () => {
-        while (warm < 1000) await c.run({ warm: warm++ });
-      }));
+      await Promise.all(
+        Array.from({ length: rig.settings.clients }, async () => {
+          while (warm < 1000) await c.run({ warm: warm++ });
+        }),
+      );
     }
     const perRound = Math.ceil(submits / rounds);
     const takesPerRound = Math.ceil(takes / rounds);
@@ -78,9 +80,11 @@ export async function backlogRuns(rig: QueueRig, depths: number[], submits: numb
         const cpu0 = processCpu(s.server.proc.pid);
         const start = performance.now();
         let next = 0;
-        await Promise.all(Array.from({ length: rig.settings.clients }, async () => {
-          while (next < perRound) await c.run({ i: next++ });
-        }));
+        await Promise.all(
+          Array.from({ length: rig.settings.clients }, async () => {
+            while (next < perRound) await c.run({ i: next++ });
+          }),
+        );
         s.rates.push(perRound / ((performance.now() - start) / 1000));
         s.cpuUs.push(((processCpu(s.server.proc.pid) - cpu0) * 1e6) / perRound);
       }

@@ -22,7 +22,12 @@ export interface PayloadRun {
  * characters, takes it, posts a result of as many, and reads the result back with /status: how
  * the server's cost (and redis-server's) grows with the size of what it carries.
  */
-export async function payloadRuns(rig: QueueRig, sizes: number[], jobsFor: (bytes: number) => number, redis = false): Promise<PayloadRun[]> {
+export async function payloadRuns(
+  rig: QueueRig,
+  sizes: number[],
+  jobsFor: (bytes: number) => number,
+  redis = false,
+): Promise<PayloadRun[]> {
   const name = rig.unique(redis ? "payload-redis" : "payload");
   const server = await rig.startServer(name, redis ? { store: `${rig.redis!.url}?prefix=${name}` } : {});
   const redisCpu = () => (redis ? processCpu(rig.redis!.proc.pid) : NaN);
@@ -64,7 +69,15 @@ export async function payloadRuns(rig: QueueRig, sizes: number[], jobsFor: (byte
 export function printPayload(runs: PayloadRun[]): void {
   const kb = (b: number) => (b >= 1e6 ? `${b / 1e6} MB` : `${b / 1e3} KB`);
   const onRedis = runs.some((r) => r.redisCpuUs !== undefined);
-  const head = ["input and result", "jobs", "server CPU µs/job", "server CPU µs per KB carried", ...(onRedis ? ["redis-server CPU µs/job"] : []), "cycle p50 ms", "cycle p99 ms"];
+  const head = [
+    "input and result",
+    "jobs",
+    "server CPU µs/job",
+    "server CPU µs per KB carried",
+    ...(onRedis ? ["redis-server CPU µs/job"] : []),
+    "cycle p50 ms",
+    "cycle p99 ms",
+  ];
   printTable(
     head,
     onRedis ? "lrrrrrr" : "lrrrrr",
@@ -80,6 +93,9 @@ export function printPayload(runs: PayloadRun[]): void {
   );
   const [lo, hi] = [runs[0]!, runs[runs.length - 1]!];
   const redisGrowth = onRedis ? `, redis-server CPU per job ×${(hi.redisCpuUs! / lo.redisCpuUs!).toFixed(1)}` : "";
-  if (runs.length > 1) console.log(`\n${kb(hi.bytes)} against ${kb(lo.bytes)} (×${hi.bytes / lo.bytes} bytes): server CPU per job ×${(hi.cpuUs / lo.cpuUs).toFixed(1)}${redisGrowth}`);
+  if (runs.length > 1)
+    console.log(
+      `\n${kb(hi.bytes)} against ${kb(lo.bytes)} (×${hi.bytes / lo.bytes} bytes): server CPU per job ×${(hi.cpuUs / lo.cpuUs).toFixed(1)}${redisGrowth}`,
+    );
   console.log("");
 }

@@ -45,7 +45,13 @@ async function spawnReady(args: string[], name: string): Promise<Bun.Subprocess<
 }
 
 /** Runs `jobs` submissions through the rig's submit loops until `completed()` reaches `target`. */
-async function drive(rig: QueueRig, jobs: number, target: number, submit: (i: number) => Promise<unknown>, completed: () => Promise<number>) {
+async function drive(
+  rig: QueueRig,
+  jobs: number,
+  target: number,
+  submit: (i: number) => Promise<unknown>,
+  completed: () => Promise<number>,
+) {
   let next = 0;
   const loops = Array.from({ length: Math.min(rig.settings.clients, jobs) }, async () => {
     while (next < jobs) await submit(next++);
@@ -87,7 +93,13 @@ async function timeRun(
   await drive(rig, jobs, warm + jobs, submit, completed);
   const seconds = (performance.now() - start) / 1000;
   const c1 = cpu();
-  return { seconds, serverCpuS: c1.server - c0.server, workersCpuS: c1.workers - c0.workers, benchCpuS: c1.bench - c0.bench, redisCpuS: c1.redis - c0.redis };
+  return {
+    seconds,
+    serverCpuS: c1.server - c0.server,
+    workersCpuS: c1.workers - c0.workers,
+    benchCpuS: c1.bench - c0.bench,
+    redisCpuS: c1.redis - c0.redis,
+  };
 }
 
 /** The protocol floor's server (see protocol-floor-server.ts). */
@@ -100,7 +112,13 @@ export const FLOOR_SCRIPT = join(import.meta.dir, "protocol-floor-server.ts");
  */
 export async function spoolProcesses(
   rig: QueueRig,
-  s: { shape: string; workers: number; size: number | null; jobs?: number; as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" } },
+  s: {
+    shape: string;
+    workers: number;
+    size: number | null;
+    jobs?: number;
+    as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" };
+  },
 ): Promise<ProcessRun> {
   const jobs = s.jobs ?? rig.settings.jobs;
   const other = s.as?.system === "Spool baseline" ? { root: s.as.root } : s.as ? { script: FLOOR_SCRIPT, key: "floor" } : {};
@@ -112,13 +130,20 @@ export async function spoolProcesses(
       procs.push(await spawnReady([script, server.url, server.key, `pw${i}-`, String(s.size ?? 0)], `worker process ${i}`));
     }
     const c = queueClient(server);
-    const t = await timeRun(rig, jobs, (i) => c.run({ i }), async () => (await c.health()).jobs.completed, {
-      server: server.proc.pid,
-      workers: procs.map((p) => p.pid),
-    });
+    const t = await timeRun(
+      rig,
+      jobs,
+      (i) => c.run({ i }),
+      async () => (await c.health()).jobs.completed,
+      {
+        server: server.proc.pid,
+        workers: procs.map((p) => p.pid),
+      },
+    );
     const h = (await c.health()).jobs;
     const system = s.as?.system ?? "Spool";
-    if (h.completed !== rig.settings.warm + jobs || h.failed || h.inQueue || h.inProgress) throw new Error(`${system} ${s.shape}: expected ${rig.settings.warm + jobs} completed, /health says ${JSON.stringify(h)}`);
+    if (h.completed !== rig.settings.warm + jobs || h.failed || h.inQueue || h.inProgress)
+      throw new Error(`${system} ${s.shape}: expected ${rig.settings.warm + jobs} completed, /health says ${JSON.stringify(h)}`);
     return { system, shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));
@@ -127,7 +152,10 @@ export async function spoolProcesses(
 }
 
 /** BullMQ on the rig's redis-server: `workers` Worker processes of `concurrency` each. */
-export async function bullProcesses(rig: QueueRig, s: { shape: string; workers: number; concurrency: number; jobs?: number }): Promise<ProcessRun> {
+export async function bullProcesses(
+  rig: QueueRig,
+  s: { shape: string; workers: number; concurrency: number; jobs?: number },
+): Promise<ProcessRun> {
   const jobs = s.jobs ?? rig.settings.jobs;
   const name = rig.unique("bull");
   const connection = { host: "127.0.0.1", port: rig.redis!.port, maxRetriesPerRequest: null };
@@ -136,10 +164,18 @@ export async function bullProcesses(rig: QueueRig, s: { shape: string; workers: 
   try {
     await queue.waitUntilReady();
     const script = join(import.meta.dir, "bull-worker-process.ts");
-    for (let i = 0; i < s.workers; i++) procs.push(await spawnReady([script, String(rig.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
-    const t = await timeRun(rig, jobs, (i) => queue.add("noop", { i }), () => queue.getCompletedCount(), { workers: procs.map((p) => p.pid) });
+    for (let i = 0; i < s.workers; i++)
+      procs.push(await spawnReady([script, String(rig.redis!.port), name, String(s.concurrency)], `BullMQ worker ${i}`));
+    const t = await timeRun(
+      rig,
+      jobs,
+      (i) => queue.add("noop", { i }),
+      () => queue.getCompletedCount(),
+      { workers: procs.map((p) => p.pid) },
+    );
     const counts = await queue.getJobCounts("completed", "failed", "waiting", "active");
-    if (counts.completed !== rig.settings.warm + jobs || counts.failed || counts.waiting || counts.active) throw new Error(`BullMQ ${s.shape}: expected ${rig.settings.warm + jobs} completed, counts ${JSON.stringify(counts)}`);
+    if (counts.completed !== rig.settings.warm + jobs || counts.failed || counts.waiting || counts.active)
+      throw new Error(`BullMQ ${s.shape}: expected ${rig.settings.warm + jobs} completed, counts ${JSON.stringify(counts)}`);
     return { system: "BullMQ", shape: s.shape, jobs, ...t };
   } finally {
     await Promise.all(procs.map((p) => stopProcess(p, 3_000)));

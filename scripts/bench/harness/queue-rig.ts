@@ -36,7 +36,10 @@ export interface QueueRig {
   /** `prefix-N`, N counting up: unique data dirs, Redis key prefixes and BullMQ queue names. */
   unique(prefix: string): string;
   /** Starts `spool serve` on a fresh data dir; with `store` (a Redis URL) it shares that store. */
-  startServer(name: string, opts?: { store?: string; key?: string; prepare?: (dataDir: string) => Promise<void>; root?: string; script?: string }): Promise<SpoolProcess>;
+  startServer(
+    name: string,
+    opts?: { store?: string; key?: string; prepare?: (dataDir: string) => Promise<void>; root?: string; script?: string },
+  ): Promise<SpoolProcess>;
   stopServer(server: SpoolProcess): Promise<void>;
   startRedis(): Promise<RedisProcess>;
   /** What every running server and redis-server wrote (for a failure report). */
@@ -78,7 +81,15 @@ export function createQueueRig(settings: QueueSettings): QueueRig {
       const dataDir = join(tmpRoot, name);
       mkdirSync(dataDir);
       await opts.prepare?.(dataDir);
-      const server = await startSpool({ name, dataDir, configPath, store: opts.store, key: opts.key, root: opts.root, script: opts.script });
+      const server = await startSpool({
+        name,
+        dataDir,
+        configPath,
+        store: opts.store,
+        key: opts.key,
+        root: opts.root,
+        script: opts.script,
+      });
       running.add(server);
       return server;
     },

@@ -110,7 +110,15 @@ export function printBacklog(runs: BacklogRun[]): void {
     f1(r.rssMiB),
     f2(r.startSeconds),
   ]);
-  const head = ["jobs queued", "submit jobs/s", "server CPU µs/submit", "take+done p50 ms", "take+done p99 ms", "server RSS MiB", "server start s"];
+  const head = [
+    "jobs queued",
+    "submit jobs/s",
+    "server CPU µs/submit",
+    "take+done p50 ms",
+    "take+done p99 ms",
+    "server RSS MiB",
+    "server start s",
+  ];
   printTable(head, "rrrrrrr", rows);
   const [lo, hi] = [runs[0]!, runs[runs.length - 1]!];
   if (runs.length > 1) {

@@ -68,7 +68,15 @@ export async function spoolThroughput(rig: QueueRig, s: SpoolScenario): Promise<
     if (h.jobs.completed !== warm + jobs || h.jobs.inQueue !== 0 || h.jobs.inProgress !== 0 || h.jobs.failed !== 0) {
       throw new Error(`${s.label}: expected ${warm + jobs} completed, /health says ${JSON.stringify(h.jobs)}`);
     }
-    return { label: s.label, shape: s.shape ?? s.name, system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : "Spool", servers: s.servers, workers: s.workers, jobs, ...timing };
+    return {
+      label: s.label,
+      shape: s.shape ?? s.name,
+      system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : "Spool",
+      servers: s.servers,
+      workers: s.workers,
+      jobs,
+      ...timing,
+    };
   } finally {
     await Promise.all(servers.map(rig.stopServer));
   }

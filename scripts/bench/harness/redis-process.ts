@@ -20,7 +20,20 @@ export interface RedisProcess {
 export async function startRedis(dir: string): Promise<RedisProcess> {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec"];
+  const args = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--dir",
+    dir,
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "everysec",
+  ];
   let proc: RedisProcess["proc"];
   try {
     proc = Bun.spawn(["redis-server", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });

@@ -41,7 +41,17 @@ export interface LatencySettings {
 const rowOf = (path: string, tokensPerSecond: number, concurrency: number, all: StreamTimes[], postsPerToken?: number): LatencyRow => {
   const ttft = summarize(all.map((s) => s.ttft));
   const itl = summarize(all.flatMap((s) => s.gaps));
-  return { path, tokensPerSecond, concurrency, streams: all.length, ttftP50: ttft.p50, ttftP99: ttft.p99, itlP50: itl.p50, itlP99: itl.p99, postsPerToken };
+  return {
+    path,
+    tokensPerSecond,
+    concurrency,
+    streams: all.length,
+    ttftP50: ttft.p50,
+    ttftP99: ttft.p99,
+    itlP50: itl.p50,
+    itlP99: itl.p99,
+    postsPerToken,
+  };
 };
 
 /**
@@ -112,20 +122,37 @@ export async function spoolLatency(s: LatencySettings): Promise<LatencyRow[]> {
         )
         .join(""),
   );
-  const server = await startSpool({ name: "spool serve", dataDir: join(s.dir, "latency-data"), configPath, cwd: s.dir, readyTimeoutMs: 30_000 });
+  const server = await startSpool({
+    name: "spool serve",
+    dataDir: join(s.dir, "latency-data"),
+    configPath,
+    cwd: s.dir,
+    readyTimeoutMs: 30_000,
+  });
   const rows: LatencyRow[] = [];
   try {
     const headers = bearer(server.key);
     const posts = async () => {
       const text = await (await fetch(`${server.url}/metrics`, { headers })).text();
-      return [...text.matchAll(/^spool_http_requests_total\{method="POST",route="\/v2\/:endpoint\/job-stream\/:worker\/:job",status="200"\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+      return [
+        ...text.matchAll(
+          /^spool_http_requests_total\{method="POST",route="\/v2\/:endpoint\/job-stream\/:worker\/:job",status="200"\} (\d+)/gm,
+        ),
+      ].reduce((n, m) => n + Number(m[1]), 0);
     };
     const one = async (endpoint: string, seed: number): Promise<StreamTimes> => {
       const start = performance.now();
       const res = await fetch(`${server.url}/v2/${endpoint}/openai/v1/chat/completions`, {
         method: "POST",
         headers,
-        body: JSON.stringify({ model: "bench", messages: [{ role: "user", content: s.prompt }], max_tokens: s.tokens, seed, stream: true, stream_options: { include_usage: true } }),
+        body: JSON.stringify({
+          model: "bench",
+          messages: [{ role: "user", content: s.prompt }],
+          max_tokens: s.tokens,
+          seed,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
       });
       if (!res.ok || !res.body) throw new Error(`stream: HTTP ${res.status} ${await res.text()}`);
       const times: StreamTimes = { ttft: 0, gaps: [], tokens: 0 };
@@ -158,7 +185,8 @@ export async function spoolLatency(s: LatencySettings): Promise<LatencyRow[]> {
       for (const c of s.concurrencies) {
         const before = await posts();
         const all: StreamTimes[] = [];
-        for (let r = 0; r < s.rounds; r++) all.push(...(await Promise.all(Array.from({ length: c }, (_, i) => one(endpoint, r * c + i + 1)))));
+        for (let r = 0; r < s.rounds; r++)
+          all.push(...(await Promise.all(Array.from({ length: c }, (_, i) => one(endpoint, r * c + i + 1)))));
         const tokens = all.reduce((n, t) => n + t.tokens, 0);
         rows.push(rowOf("Spool /openai/v1 stream", speed, c, all, ((await posts()) - before) / tokens));
       }

@@ -19,7 +19,11 @@ beforeAll(async () => {
     endpoints: { "image-quality": { workersMax: 0 }, "image-fast": { workersMax: 0 } },
   });
   workers = [
-    startLoop(srv, createImageHandler("quality"), { endpoint: "image-quality", workerId: "wq", handlerOptions: tinyOptions(models, "quality") }),
+    startLoop(srv, createImageHandler("quality"), {
+      endpoint: "image-quality",
+      workerId: "wq",
+      handlerOptions: tinyOptions(models, "quality"),
+    }),
     startLoop(srv, createImageHandler("fast"), { endpoint: "image-fast", workerId: "wf", handlerOptions: tinyOptions(models, "fast") }),
   ];
 }, 120_000); // a first run may install Ceph for the S3 server
@@ -63,7 +67,12 @@ describe("output", () => {
     const { type, bytes } = await generate(endpoint, { ...small, width, height, image_format: format });
     expect(type).toBe(`image/${format}`);
     const meta = await sharp(bytes).metadata();
-    expect({ format: meta.format, width: meta.width, height: meta.height, channels: meta.channels }).toEqual({ format, width, height, channels: 3 });
+    expect({ format: meta.format, width: meta.width, height: meta.height, channels: meta.channels }).toEqual({
+      format,
+      width,
+      height,
+      channels: 3,
+    });
   });
 
   test("image_format defaults to jpeg", async () => {
@@ -73,17 +82,20 @@ describe("output", () => {
 });
 
 describe("determinism by seed", () => {
-  test.each(["image-quality", "image-fast"])("%s: the same seed and input give identical bytes; another seed another image", async (endpoint) => {
-    const a = await generate(endpoint, { ...small, seed: 1234, image_format: "png" });
-    const b = await generate(endpoint, { ...small, seed: 1234, image_format: "png" });
-    const c = await generate(endpoint, { ...small, seed: 1235, image_format: "png" });
-    expect(b.body.output.image_url).not.toBe(a.body.output.image_url);
-    expect(Buffer.from(b.bytes).equals(Buffer.from(a.bytes))).toBe(true);
-    expect(Buffer.from(c.bytes).equals(Buffer.from(a.bytes))).toBe(false);
-    const jpegA = await generate(endpoint, { ...small, seed: 99 });
-    const jpegB = await generate(endpoint, { ...small, seed: 99 });
-    expect(Buffer.from(jpegA.bytes).equals(Buffer.from(jpegB.bytes))).toBe(true);
-  });
+  test.each(["image-quality", "image-fast"])(
+    "%s: the same seed and input give identical bytes; another seed another image",
+    async (endpoint) => {
+      const a = await generate(endpoint, { ...small, seed: 1234, image_format: "png" });
+      const b = await generate(endpoint, { ...small, seed: 1234, image_format: "png" });
+      const c = await generate(endpoint, { ...small, seed: 1235, image_format: "png" });
+      expect(b.body.output.image_url).not.toBe(a.body.output.image_url);
+      expect(Buffer.from(b.bytes).equals(Buffer.from(a.bytes))).toBe(true);
+      expect(Buffer.from(c.bytes).equals(Buffer.from(a.bytes))).toBe(false);
+      const jpegA = await generate(endpoint, { ...small, seed: 99 });
+      const jpegB = await generate(endpoint, { ...small, seed: 99 });
+      expect(Buffer.from(jpegA.bytes).equals(Buffer.from(jpegB.bytes))).toBe(true);
+    },
+  );
 
   test("seed -1 picks a random seed: two jobs differ", async () => {
     const a = await generate("image-fast", { ...small, seed: -1, image_format: "png" });

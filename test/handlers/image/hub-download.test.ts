@@ -1,5 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { DiskSpaceError, downloadFromHub } from "../../../handlers/image/hub-download.ts";
@@ -37,7 +48,9 @@ interface FakeHub {
 }
 
 const tree = (root: string): string[] =>
-  readdirSync(root, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? tree(join(root, e.name)).map((f) => `${e.name}/${f}`) : [e.name]));
+  readdirSync(root, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? tree(join(root, e.name)).map((f) => `${e.name}/${f}`) : [e.name],
+  );
 
 /** A real HTTP server in the hub's URL layout (/api/models/ID, /ID/resolve/SHA/PATH) serving `source`, with Range support. */
 function startHub(id: string): FakeHub {
@@ -54,7 +67,14 @@ function startHub(id: string): FakeHub {
       const path = new URL(req.url).pathname;
       requests.push(`${req.method} ${path}${req.headers.get("range") ? ` ${req.headers.get("range")}` : ""}`);
       if (path === `/api/models/${id}`) {
-        return Response.json({ id, sha: "c0ffee", siblings: [...files.map((f) => (unsized.has(f) ? { rfilename: f } : { rfilename: f, size: statSync(join(source, f)).size })), ...extra.map((f) => ({ rfilename: f, size: 1 }))] });
+        return Response.json({
+          id,
+          sha: "c0ffee",
+          siblings: [
+            ...files.map((f) => (unsized.has(f) ? { rfilename: f } : { rfilename: f, size: statSync(join(source, f)).size })),
+            ...extra.map((f) => ({ rfilename: f, size: 1 })),
+          ],
+        });
       }
       const prefix = `/${id}/resolve/c0ffee/`;
       if (!path.startsWith(prefix) || !files.includes(path.slice(prefix.length))) return new Response("not found", { status: 404 });
@@ -84,7 +104,10 @@ function startHub(id: string): FakeHub {
         // the transfer ends early: the client holds only the first stopAt bytes
         return new Response(body.subarray(0, stopAt), { status: range ? 206 : 200 });
       }
-      return new Response(body, range ? { status: 206, headers: { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } } : {});
+      return new Response(
+        body,
+        range ? { status: 206, headers: { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } } : {},
+      );
     },
   });
   return { server, url: `http://127.0.0.1:${server.port}`, requests, cut, unsized, hold, extra };
@@ -114,7 +137,11 @@ describe("hub downloads", () => {
     const target = join(dir, "once");
     const out = sink();
     await downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, out });
-    expect(tree(target).filter((f) => f !== ".spool-complete").sort()).toEqual(tree(source).sort());
+    expect(
+      tree(target)
+        .filter((f) => f !== ".spool-complete")
+        .sort(),
+    ).toEqual(tree(source).sort());
     for (const f of tree(source)) expect(readFileSync(join(target, f)).equals(readFileSync(join(source, f)))).toBe(true);
     expect(out.lines.at(-1)).toMatch(/^\rdownloading owner\/tiny: done, 0\.00 GB at [\d.]+ MB\/s/);
     expect(out.lines.some((l) => /\] \d+% [\d.]+\/[\d.]+ GB [\d.]+ MB\/s /.test(l))).toBe(true);
@@ -133,7 +160,9 @@ describe("hub downloads", () => {
     const size = statSync(join(source, big)).size;
     hub.cut.set(big, 4096);
     const env = { HF_ENDPOINT: hub.url };
-    await expect(downloadFromHub("owner/tiny", target, { env, out: sink() })).rejects.toThrow(`hub model owner/tiny: ${big}: got 4096 of ${size} bytes; run again to resume`);
+    await expect(downloadFromHub("owner/tiny", target, { env, out: sink() })).rejects.toThrow(
+      `hub model owner/tiny: ${big}: got 4096 of ${size} bytes; run again to resume`,
+    );
     expect(statSync(join(target, `${big}.part`)).size).toBe(4096);
     expect(existsSync(join(target, ".spool-complete"))).toBe(false);
     const before = hub.requests.length;
@@ -141,7 +170,10 @@ describe("hub downloads", () => {
     const again = hub.requests.slice(before).filter((r) => r.startsWith("GET /owner/tiny/resolve/"));
     expect(again).toContain(`GET /owner/tiny/resolve/c0ffee/${big} bytes=4096-`);
     // files finished before the cut were not downloaded again
-    const firstRun = hub.requests.slice(0, before).filter((r) => r.startsWith("GET /owner/tiny/resolve/")).map((r) => r.split(" ")[1]!);
+    const firstRun = hub.requests
+      .slice(0, before)
+      .filter((r) => r.startsWith("GET /owner/tiny/resolve/"))
+      .map((r) => r.split(" ")[1]!);
     const finishedFirst = firstRun.filter((p) => !p.endsWith(big));
     for (const p of finishedFirst) expect(again.map((r) => r.split(" ")[1])).not.toContain(p);
     expect(readFileSync(join(target, big)).equals(readFileSync(join(source, big)))).toBe(true);
@@ -155,7 +187,9 @@ describe("hub downloads", () => {
     const total = tree(source).reduce((n, f) => n + statSync(join(source, f)).size, 0);
     const target = join(dir, "full");
     const quota = async () => total - 1; // a disk one byte too small
-    const error = await downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, freeBytes: quota, out: sink() }).catch((e) => e);
+    const error = await downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, freeBytes: quota, out: sink() }).catch(
+      (e) => e,
+    );
     expect(error).toBeInstanceOf(DiskSpaceError);
     expect(error.message).toBe(
       `hub model owner/tiny needs 0.00 GB more on ${target} (0.00 GB in ${tree(source).length} files, 0.00 GB already there) but only 0.00 GB is free: free space or set the endpoint's options.cacheDir to a larger disk`,
@@ -195,16 +229,23 @@ describe("hub downloads", () => {
     await using second = start();
     // The second process has chosen its course: fetching the same file too, or waiting for the first.
     await until(
-      () => hub.requests.filter((r) => r.startsWith(`GET /owner/tiny/resolve/c0ffee/${big}`)).length === 2 || second.lines.some((l) => l.includes("waiting for")),
+      () =>
+        hub.requests.filter((r) => r.startsWith(`GET /owner/tiny/resolve/c0ffee/${big}`)).length === 2 ||
+        second.lines.some((l) => l.includes("waiting for")),
       "the second process to fetch the file or wait",
     );
     release();
     expect([await first.proc.exited, await second.proc.exited]).toEqual([0, 0]);
     const outcome = (p: typeof first) => p.lines.filter((l) => l === "ok" || l.startsWith("error: "));
-    const results = { first: outcome(first), second: outcome(second), sizes: tree(source).map((f) => [f, existsSync(join(target, f)) ? statSync(join(target, f)).size : -1]) };
+    const results = {
+      first: outcome(first),
+      second: outcome(second),
+      sizes: tree(source).map((f) => [f, existsSync(join(target, f)) ? statSync(join(target, f)).size : -1]),
+    };
     expect(results).toEqual({ first: ["ok"], second: ["ok"], sizes: tree(source).map((f) => [f, statSync(join(source, f)).size]) });
     expect(tree(target).sort()).toEqual([...tree(source), ".spool-complete"].sort()); // no .part or lock left
-    for (const f of tree(source)) expect({ f, same: readFileSync(join(target, f)).equals(readFileSync(join(source, f))) }).toEqual({ f, same: true });
+    for (const f of tree(source))
+      expect({ f, same: readFileSync(join(target, f)).equals(readFileSync(join(source, f))) }).toEqual({ f, same: true });
     expect(hub.requests.filter((r) => r.startsWith("GET /owner/tiny/resolve/"))).toHaveLength(tree(source).length); // each file once
     expect(second.lines).toContain(`hub model owner/tiny: waiting for process ${first.proc.pid}, which is downloading it into ${target}`);
     hub.server.stop(true);
@@ -266,7 +307,9 @@ describe("hub downloads", () => {
     writeFileSync(join(stuck, ".spool-download.lock"), lock);
     const clock2 = new ManualClock();
     let failed = false;
-    const error = rejection(downloadFromHub("owner/tiny", stuck, { env, out: sink(), clock: clock2, stallMs: 60_000 })).finally(() => (failed = true));
+    const error = rejection(downloadFromHub("owner/tiny", stuck, { env, out: sink(), clock: clock2, stallMs: 60_000 })).finally(
+      () => (failed = true),
+    );
     await drive(clock2, () => failed);
     expect((await error).message).toBe(
       `hub model owner/tiny: process ${process.pid} on ${hostname()} holds ${join(stuck, ".spool-download.lock")} but has shown no progress for 60 s; stop it, or delete that file if no process is downloading, and start again`,
@@ -286,7 +329,9 @@ describe("hub downloads", () => {
     writeFileSync(join(target, ".spool-download.lock"), lock);
     const clock = new ManualClock();
     let failed = false;
-    const error = rejection(downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, out: sink(), clock, stallMs: 60_000 })).finally(() => (failed = true));
+    const error = rejection(
+      downloadFromHub("owner/tiny", target, { env: { HF_ENDPOINT: hub.url }, out: sink(), clock, stallMs: 60_000 }),
+    ).finally(() => (failed = true));
     while (!failed) {
       await until(() => clock.sleeping > 0 || failed, "the waiter to park or give up");
       clock.advance(LOCK_POLL_MS);

@@ -43,7 +43,11 @@ function expectClose(a: Uint8Array, b: Uint8Array) {
     max = Math.max(max, d);
     if (d <= 8) within++;
   }
-  expect({ meanBelow1: sum / a.length < 1, within8: within / a.length >= 0.99, maxAtMost32: max <= 32 }).toEqual({ meanBelow1: true, within8: true, maxAtMost32: true });
+  expect({ meanBelow1: sum / a.length < 1, within8: within / a.length >= 0.99, maxAtMost32: max <= 32 }).toEqual({
+    meanBelow1: true,
+    within8: true,
+    maxAtMost32: true,
+  });
 }
 
 beforeAll(async () => {
@@ -83,12 +87,16 @@ describe("precision", () => {
       // The real graph runs; each call's arguments are kept.
       const calls: { feeds: string[]; fixed: Record<string, { type: string }> }[] = [];
       const run = pipeline.transformer.run.bind(pipeline.transformer);
-      pipeline.transformer.run = (feeds, wanted, fixed = {}) => (calls.push({ feeds: Object.keys(feeds).sort(), fixed }), run(feeds, wanted, fixed));
+      pipeline.transformer.run = (feeds, wanted, fixed = {}) => (
+        calls.push({ feeds: Object.keys(feeds).sort(), fixed }), run(feeds, wanted, fixed)
+      );
       await pipeline.generate(request);
       await pipeline.generate({ ...request, prompt: "a blue dog" });
       expect(calls.map((c) => c.feeds)).toEqual(Array(2 * request.steps).fill(["hidden_states", "timestep"]));
       const [first, second] = [calls[0]!.fixed, calls[request.steps]!.fixed];
-      expect(calls.slice(0, request.steps).every((c) => c.fixed === first) && calls.slice(request.steps).every((c) => c.fixed === second)).toBe(true);
+      expect(
+        calls.slice(0, request.steps).every((c) => c.fixed === first) && calls.slice(request.steps).every((c) => c.fixed === second),
+      ).toBe(true);
       expect(first === second).toBe(false);
       expect(Object.fromEntries(Object.entries(first).map(([name, t]) => [name, t.type]))).toEqual({
         encoder_hidden_states: "float16",
@@ -138,7 +146,11 @@ describe("unsupported folders fail at load, naming the file and what is supporte
     cpSync(join(dir, "fp32"), root, { recursive: true });
     return root;
   };
-  const loadError = (root: string) => FluxPipeline.load(root, { device: "cpu", maxSequenceLength: 512 }).then(() => "loaded", (e: Error) => `${e.name}: ${e.message}`);
+  const loadError = (root: string) =>
+    FluxPipeline.load(root, { device: "cpu", maxSequenceLength: 512 }).then(
+      () => "loaded",
+      (e: Error) => `${e.name}: ${e.message}`,
+    );
 
   test("a missing transformer and T5 tokenizer are both named", async () => {
     const root = copy("missing");
@@ -175,7 +187,9 @@ describe("unsupported folders fail at load, naming the file and what is supporte
   test("a float64 output is refused, naming the graph, the value and the supported types", async () => {
     const root = copy("f64");
     writeFileSync(join(root, "vae_decoder/model.onnx"), identityGraph(11));
-    expect(await loadError(root)).toBe('ModelFormatError: vae_decoder/model.onnx: "latent_sample" is float64; supported: float32 or float16');
+    expect(await loadError(root)).toBe(
+      'ModelFormatError: vae_decoder/model.onnx: "latent_sample" is float64; supported: float32 or float16',
+    );
   });
 });
 
@@ -183,7 +197,14 @@ describe("unsupported folders fail at load, naming the file and what is supporte
 function weightTypes(path: string): string[] {
   const names: Record<number, string> = { 1: "float32", 10: "float16" };
   const { graph } = onnx.ModelProto.decode(readFileSync(path));
-  return [...new Set(graph!.initializer!.filter((t) => t.dataType === 1 || t.dataType === 10).filter((t) => t.dims!.length > 1 && t.dims!.every((d) => Number(d) > 1)).map((t) => names[t.dataType!]!))];
+  return [
+    ...new Set(
+      graph!
+        .initializer!.filter((t) => t.dataType === 1 || t.dataType === 10)
+        .filter((t) => t.dims!.length > 1 && t.dims!.every((d) => Number(d) > 1))
+        .map((t) => names[t.dataType!]!),
+    ),
+  ];
 }
 
 /** A one-node graph latent_sample -> sample of one element type. */
@@ -192,7 +213,12 @@ function identityGraph(elemType: number): Uint8Array {
   const model = onnx.ModelProto.create({
     irVersion: 8,
     opsetImport: [{ domain: "", version: 18 }],
-    graph: { name: "g", node: [{ opType: "Identity", input: ["latent_sample"], output: ["sample"] }], input: [info("latent_sample")], output: [info("sample")] },
+    graph: {
+      name: "g",
+      node: [{ opType: "Identity", input: ["latent_sample"], output: ["sample"] }],
+      input: [info("latent_sample")],
+      output: [info("sample")],
+    },
   });
   return onnx.ModelProto.encode(model).finish();
 }

@@ -26,7 +26,9 @@ const io = async (path: string) => {
 describe("the tiny model generator", () => {
   test("writes the diffusers ONNX layout with the real file names", () => {
     const tree = (dir: string): string[] =>
-      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? tree(join(dir, e.name)).map((f) => `${e.name}/${f}`) : [e.name]));
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? tree(join(dir, e.name)).map((f) => `${e.name}/${f}`) : [e.name],
+      );
     expect(tree(models.dev).sort()).toEqual([
       "model_index.json",
       "scheduler/scheduler_config.json",
@@ -52,7 +54,10 @@ describe("the tiny model generator", () => {
   });
 
   test("graphs have FLUX's input and output names; only dev takes guidance", async () => {
-    expect(await io(join(models.dev, "text_encoder/model.onnx"))).toEqual({ inputs: ["input_ids"], outputs: ["last_hidden_state", "pooler_output"] });
+    expect(await io(join(models.dev, "text_encoder/model.onnx"))).toEqual({
+      inputs: ["input_ids"],
+      outputs: ["last_hidden_state", "pooler_output"],
+    });
     expect(await io(join(models.dev, "text_encoder_2/model.onnx"))).toEqual({ inputs: ["input_ids"], outputs: ["last_hidden_state"] });
     const flux = ["hidden_states", "encoder_hidden_states", "pooled_projections", "timestep", "img_ids", "txt_ids"];
     expect(await io(join(models.dev, "transformer/model.onnx"))).toEqual({ inputs: [...flux, "guidance"], outputs: ["out_hidden_states"] });
@@ -90,7 +95,10 @@ describe("the tiny model generator", () => {
     const text = await TextEncoders.load(resolveLayout(models.dev), { executionProviders: ["cpu"] }, 512);
     try {
       const a = await text.encode("A photo of a cat; ünïcode ✓");
-      expect([a.t5.dims, a.pooled.dims]).toEqual([[1, 512, 32], [1, 32]]);
+      expect([a.t5.dims, a.pooled.dims]).toEqual([
+        [1, 512, 32],
+        [1, 32],
+      ]);
       const b = await text.encode("a photo of a dog");
       expect(Buffer.from(a.pooled.data.buffer).equals(Buffer.from(b.pooled.data.buffer))).toBe(false);
       // prompts longer than the T5 length are cut, not refused
@@ -127,7 +135,8 @@ describe("scheduler and latents", () => {
     const packed = Float32Array.from({ length: count * 64 }, (_, i) => i);
     const z = unpackLatents(packed, rows, cols, 16);
     // channel 3, latent pixel (y=3, x=5) is token (1, 2), patch (1, 1): feature 3*4 + 2 + 1
-    const h = 4, w = 8;
+    const h = 4,
+      w = 8;
     expect(z[3 * h * w + 3 * w + 5]).toBe((1 * cols + 2) * 64 + 3 * 4 + 3);
     expect(Array.from(imageIds(rows, cols).slice(0, 9))).toEqual([0, 0, 0, 0, 0, 1, 0, 0, 2]);
   });

@@ -18,7 +18,9 @@ afterAll(async () => {
 /** The error a client call fails with (the client's APIPromise is a thenable, not a Promise). */
 async function failure(call: PromiseLike<unknown>): Promise<any> {
   return call.then(
-    () => { throw new Error("expected the call to fail"); },
+    () => {
+      throw new Error("expected the call to fail");
+    },
     (err: unknown) => err,
   );
 }
@@ -36,7 +38,9 @@ describe("the official openai client", () => {
       object: "chat.completion",
       created: expect.any(Number),
       model: "tiny",
-      choices: [{ index: 0, message: { role: "assistant", content: expect.any(String), refusal: null }, logprobs: null, finish_reason: "length" }],
+      choices: [
+        { index: 0, message: { role: "assistant", content: expect.any(String), refusal: null }, logprobs: null, finish_reason: "length" },
+      ],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 9, total_tokens: res.usage!.prompt_tokens + 9 },
     });
     // The job's cost was charged to the key, though the body does not show it.
@@ -44,7 +48,13 @@ describe("the official openai client", () => {
   });
 
   test("chat.completions.create streaming with stream_options.include_usage", async () => {
-    const stream = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 20, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      max_tokens: 20,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.length).toBeGreaterThan(3);
@@ -72,7 +82,10 @@ describe("the official openai client", () => {
     const compat = new OpenAI({ apiKey: t.srv.key, baseURL: `${t.srv.url}/v2/text/compat/v1`, maxRetries: 0 });
     const res = await compat.completions.create({ model: "tiny", prompt: "The sky is", max_tokens: 6 });
     expect(res).toEqual({
-      id: expect.stringMatching(/^cmpl-/), object: "text_completion", created: expect.any(Number), model: "tiny",
+      id: expect.stringMatching(/^cmpl-/),
+      object: "text_completion",
+      created: expect.any(Number),
+      model: "tiny",
       choices: [{ index: 0, text: expect.any(String), logprobs: null, finish_reason: "length" }],
       usage: { prompt_tokens: expect.any(Number), completion_tokens: 6, total_tokens: expect.any(Number) },
     });
@@ -115,9 +128,16 @@ describe("errors in OpenAI's shape", () => {
     const res = await t.srv.call("POST", "/v2/text/openai/v1/chat/completions", { model: "tiny", messages: [] });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: "Invalid parameter: messages: Too small: expected array to have >=1 items", type: "invalid_request_error", param: "messages", code: null },
+      error: {
+        message: "Invalid parameter: messages: Too small: expected array to have >=1 items",
+        type: "invalid_request_error",
+        param: "messages",
+        code: null,
+      },
     });
-    const bad = await failure(client.chat.completions.create({ model: "tiny", messages: [{ role: "wizard" as never, content: "hi" }], max_tokens: 0 }));
+    const bad = await failure(
+      client.chat.completions.create({ model: "tiny", messages: [{ role: "wizard" as never, content: "hi" }], max_tokens: 0 }),
+    );
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect(bad).toMatchObject({ status: 400, param: "max_tokens", type: "invalid_request_error" });
     expect(bad.message).toContain("messages.0.role: Invalid option");
@@ -129,7 +149,12 @@ describe("errors in OpenAI's shape", () => {
     expect(await failure(wrong.models.list())).toMatchObject({ status: 401, type: "authentication_error", code: "invalid_api_key" });
     const res = await t.srv.call("GET", "/v2/nowhere/openai/v1/models");
     expect(res.status).toBe(404);
-    expect(((await res.json()) as any).error).toEqual({ message: "endpoint nowhere not found", type: "invalid_request_error", param: null, code: "not_found" });
+    expect(((await res.json()) as any).error).toEqual({
+      message: "endpoint nowhere not found",
+      type: "invalid_request_error",
+      param: null,
+      code: "not_found",
+    });
     const route = await t.srv.json("POST", "/v2/text/openai/v1/embeddings", {});
     expect(route[0]).toBe(404);
     expect(route[1].error.type).toBe("invalid_request_error");
@@ -139,7 +164,8 @@ describe("errors in OpenAI's shape", () => {
     // The prompt is longer than the context (512 tokens): the handler fails the job as invalid.
     const long = "word ".repeat(400);
     expect(await failure(client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: long }] }))).toMatchObject({
-      status: 400, message: expect.stringContaining("this model's context holds 512"),
+      status: 400,
+      message: expect.stringContaining("this model's context holds 512"),
     });
   });
 

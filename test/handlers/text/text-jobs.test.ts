@@ -22,7 +22,10 @@ afterAll(async () => {
   await t?.[Symbol.asyncDispose]();
 });
 
-const chat = [{ role: "system", content: "Be brief." }, { role: "user", content: "Say hello." }];
+const chat = [
+  { role: "system", content: "Be brief." },
+  { role: "user", content: "Say hello." },
+];
 
 async function settled(id: string) {
   return until(async () => {
@@ -33,10 +36,16 @@ async function settled(id: string) {
 
 describe("job outputs", () => {
   test("a job that does not stream answers [{choices: [{tokens: [text]}], cost, usage}] and its cost is charged to the key", async () => {
-    const [code, res] = await t.srv.json("POST", "/v2/text/runsync", { input: { messages: chat, sampling_params: { max_tokens: 12, seed: 7 } } });
+    const [code, res] = await t.srv.json("POST", "/v2/text/runsync", {
+      input: { messages: chat, sampling_params: { max_tokens: 12, seed: 7 } },
+    });
     expect(code).toBe(200);
     expect(res).toEqual({
-      id: expect.stringMatching(/^sync-/), status: "COMPLETED", delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: t.worker.workerId,
+      id: expect.stringMatching(/^sync-/),
+      status: "COMPLETED",
+      delayTime: expect.any(Number),
+      executionTime: expect.any(Number),
+      workerId: t.worker.workerId,
       output: [{ choices: [{ tokens: [expect.any(String)] }], cost: expect.any(Number), usage: { input: expect.any(Number), output: 12 } }],
     });
     const [out] = res.output;
@@ -49,14 +58,21 @@ describe("job outputs", () => {
   });
 
   test("a prompt works as well as messages; the same seed gives the same text", async () => {
-    const run = async () => (await t.srv.json("POST", "/v2/text/runsync", { input: { prompt: "Once upon a time", sampling_params: { max_tokens: 10, seed: 42, temperature: 0.7 } } }))[1];
+    const run = async () =>
+      (
+        await t.srv.json("POST", "/v2/text/runsync", {
+          input: { prompt: "Once upon a time", sampling_params: { max_tokens: 10, seed: 42, temperature: 0.7 } },
+        })
+      )[1];
     const [a, b] = [await run(), await run()];
     expect(a.output[0].choices[0].tokens).toEqual(b.output[0].choices[0].tokens);
     expect(a.output[0].usage.output).toBe(10);
   });
 
   test("a streamed job yields chunks {output: {input_tokens, output_tokens, text}, metrics} in growing batches; the last carries the cost", async () => {
-    const [, { id }] = await t.srv.json("POST", "/v2/text/run", { input: { messages: chat, stream: true, sampling_params: { max_tokens: 30, seed: 3 } } });
+    const [, { id }] = await t.srv.json("POST", "/v2/text/run", {
+      input: { messages: chat, stream: true, sampling_params: { max_tokens: 30, seed: 3 } },
+    });
     const done = await settled(id);
     expect(done.status).toBe("COMPLETED");
     const chunks = done.output as TextChunk[];
@@ -66,10 +82,18 @@ describe("job outputs", () => {
       expect(chunk).toEqual({
         output: { input_tokens: input, output_tokens: expect.any(Number), text: expect.any(Array) },
         metrics: {
-          avg_gen_throughput: expect.any(Number), avg_prompt_throughput: expect.any(Number),
-          running: expect.any(Number), pending: 0, swapped: 0, gpu_kv_cache_usage: 0, cpu_kv_cache_usage: expect.any(Number),
-          input_tokens: input, output_tokens: chunk.output.output_tokens, scenario: "stream", stream_index: i,
-          },
+          avg_gen_throughput: expect.any(Number),
+          avg_prompt_throughput: expect.any(Number),
+          running: expect.any(Number),
+          pending: 0,
+          swapped: 0,
+          gpu_kv_cache_usage: 0,
+          cpu_kv_cache_usage: expect.any(Number),
+          input_tokens: input,
+          output_tokens: chunk.output.output_tokens,
+          scenario: "stream",
+          stream_index: i,
+        },
         // 54 prompt tokens at $0.5/M and 30 generated at $1.5/M.
         ...(i === chunks.length - 1 ? { cost: 0.000072 } : {}),
       });
@@ -90,14 +114,19 @@ describe("job outputs", () => {
 
   test("while streaming, /status shows {input_tokens, output_tokens, text} so far (the handler's progress)", async () => {
     const progress: unknown[] = [];
-    const ctx = { signal: new AbortController().signal, progress: async (v: unknown) => void progress.push(structuredClone(v)) } as unknown as HandlerContext;
+    const ctx = {
+      signal: new AbortController().signal,
+      progress: async (v: unknown) => void progress.push(structuredClone(v)),
+    } as unknown as HandlerContext;
     const input = legacyInputSchema.parse({ prompt: "abc", stream: true, sampling_params: { max_tokens: 5 } });
     const chunks: unknown[] = [];
     for await (const c of legacyJob(t.text.engine()!, input, t.options, ctx)) chunks.push(c);
-    expect(progress).toEqual(chunks.slice(0, -1).map((c) => {
-      const { output } = c as TextChunk;
-      return { input_tokens: output.input_tokens, output_tokens: output.output_tokens, text: expect.any(Array) };
-    }));
+    expect(progress).toEqual(
+      chunks.slice(0, -1).map((c) => {
+        const { output } = c as TextChunk;
+        return { input_tokens: output.input_tokens, output_tokens: output.output_tokens, text: expect.any(Array) };
+      }),
+    );
     expect((progress.at(-1) as { text: string[] }).text).toEqual((chunks.slice(0, -1) as TextChunk[]).flatMap((c) => c.output.text));
   });
 });
@@ -128,8 +157,11 @@ describe("engine", () => {
   test("concurrent jobs run as sequences of one context, at the same time", async () => {
     const engine = t.text.engine()!;
     engine.stats.peakRunning = 0;
-    const jobs = await Promise.all([1, 2, 3, 4].map((seed) =>
-      t.srv.json("POST", "/v2/text/runsync", { input: { prompt: `job ${seed}`, sampling_params: { max_tokens: 150, seed } } })));
+    const jobs = await Promise.all(
+      [1, 2, 3, 4].map((seed) =>
+        t.srv.json("POST", "/v2/text/runsync", { input: { prompt: `job ${seed}`, sampling_params: { max_tokens: 150, seed } } }),
+      ),
+    );
     for (const [code, res] of jobs) expect([code, res.status]).toEqual([200, "COMPLETED"]);
     expect(engine.stats.peakRunning).toBeGreaterThan(1);
     expect(engine.stats.running).toBe(0);
@@ -139,7 +171,15 @@ describe("engine", () => {
     const engine = t.text.engine()!;
     const abort = new AbortController();
     let tokens = 0;
-    const gen = engine.generate({ input: { prompt: "go" }, maxTokens: 400, temperature: 1, topP: 1, topK: 0, stop: [], signal: abort.signal });
+    const gen = engine.generate({
+      input: { prompt: "go" },
+      maxTokens: 400,
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      stop: [],
+      signal: abort.signal,
+    });
     for (;;) {
       const next = await gen.next();
       if (next.done) {
@@ -155,7 +195,16 @@ describe("engine", () => {
 
   test("a stop text ends generation with finish reason stop", async () => {
     const engine = t.text.engine()!;
-    const gen = engine.generate({ input: { prompt: "x" }, maxTokens: 300, temperature: 1, topP: 1, topK: 0, stop: [" "], seed: 1, signal: new AbortController().signal });
+    const gen = engine.generate({
+      input: { prompt: "x" },
+      maxTokens: 300,
+      temperature: 1,
+      topP: 1,
+      topK: 0,
+      stop: [" "],
+      seed: 1,
+      signal: new AbortController().signal,
+    });
     let text = "";
     let next = await gen.next();
     for (; !next.done; next = await gen.next()) if (next.value.type === "text") text += next.value.text;
@@ -169,11 +218,25 @@ describe("engine", () => {
     // a character, which llama.cpp finishes with one more (seeds 78, 106 and 332 on this project's
     // machine; without the cap they count 7).
     for (let seed = 0; seed < 400; seed++) {
-      const gen = engine.generate({ input: { prompt: "The sky is" }, maxTokens: 6, temperature: 1, topP: 1, topK: 0, stop: [], seed, signal: new AbortController().signal });
+      const gen = engine.generate({
+        input: { prompt: "The sky is" },
+        maxTokens: 6,
+        temperature: 1,
+        topP: 1,
+        topK: 0,
+        stop: [],
+        seed,
+        signal: new AbortController().signal,
+      });
       let tokens = 0;
       let next = await gen.next();
       for (; !next.done; next = await gen.next()) if (next.value.type === "text") tokens += next.value.tokens;
-      expect({ seed, outputTokens: next.value.outputTokens, tokens, finishReason: next.value.finishReason }).toEqual({ seed, outputTokens: 6, tokens: 6, finishReason: "length" });
+      expect({ seed, outputTokens: next.value.outputTokens, tokens, finishReason: next.value.finishReason }).toEqual({
+        seed,
+        outputTokens: 6,
+        tokens: 6,
+        finishReason: "length",
+      });
     }
   });
 });
@@ -197,7 +260,16 @@ describe("setup", () => {
     try {
       await text.handler.setup!(textOptionsSchema.parse({ model: files.model, device: "cuda" }));
       expect(text.engine()!.settings.device).toBe("cuda");
-      const events = text.engine()!.generate({ input: { prompt: "hi" }, maxTokens: 4, temperature: 0, topP: 1, topK: 0, seed: 1, stop: [], signal: new AbortController().signal });
+      const events = text.engine()!.generate({
+        input: { prompt: "hi" },
+        maxTokens: 4,
+        temperature: 0,
+        topP: 1,
+        topK: 0,
+        seed: 1,
+        stop: [],
+        signal: new AbortController().signal,
+      });
       let end = await events.next();
       while (!end.done) end = await events.next();
       expect(end.value.outputTokens).toBe(4);
@@ -213,7 +285,9 @@ describe("setup", () => {
     await expect(text.handler.setup!(textOptionsSchema.parse({ model: broken }))).rejects.toThrow(
       "broken.gguf is not a usable model: GGUF keys missing: llama.feed_forward_length, llama.attention.head_count",
     );
-    await expect(text.handler.setup!(textOptionsSchema.parse({ model: join(files.dir, "none.gguf") }))).rejects.toThrow(/model file not found/);
+    await expect(text.handler.setup!(textOptionsSchema.parse({ model: join(files.dir, "none.gguf") }))).rejects.toThrow(
+      /model file not found/,
+    );
   });
 
   test("with no model configured, the demo GGUF is generated under the data dir on first use", async () => {
@@ -226,7 +300,9 @@ describe("setup", () => {
       const ctx = { signal: new AbortController().signal, options: textOptionsSchema.parse({}) } as unknown as HandlerContext<never>;
       const job = { id: "j1", input: { openai_route: "/v1/models" }, policy: { executionTimeout: 1e4, lowPriority: false, ttl: 1e4 } };
       for await (const o of text.handler.handler(job as never, ctx) as AsyncGenerator) outputs.push(o);
-      expect(outputs).toEqual([{ object: "list", data: [{ id: "spool-tiny-demo", object: "model", created: expect.any(Number), owned_by: "spool" }] }]);
+      expect(outputs).toEqual([
+        { object: "list", data: [{ id: "spool-tiny-demo", object: "model", created: expect.any(Number), owned_by: "spool" }] },
+      ]);
     } finally {
       await text.dispose();
     }
@@ -240,7 +316,13 @@ describe("tiny GGUF", () => {
     expect(info.version).toBe(3);
     const m = info.metadata as any;
     expect(m.general.architecture).toBe("llama");
-    expect(m.llama).toMatchObject({ block_count: 2, embedding_length: 64, context_length: 2048, feed_forward_length: 128, attention: { head_count: 4, head_count_kv: 4 } });
+    expect(m.llama).toMatchObject({
+      block_count: 2,
+      embedding_length: 64,
+      context_length: 2048,
+      feed_forward_length: 128,
+      attention: { head_count: 4, head_count_kv: 4 },
+    });
     expect(m.llama.attention.layer_norm_rms_epsilon).toBeCloseTo(1e-5);
     expect(m.tokenizer.ggml.model).toBe("gpt2");
     expect(m.tokenizer.ggml.tokens).toHaveLength(266);

@@ -29,14 +29,27 @@ export interface TextServer extends AsyncDisposable {
  * checked at submission) and a real WorkerLoop in this process running the text handler on a
  * tiny generated GGUF.
  */
-export async function startTextServer(options: Record<string, unknown> = {}, rateLimits: Record<string, unknown> = {}): Promise<TextServer> {
+export async function startTextServer(
+  options: Record<string, unknown> = {},
+  rateLimits: Record<string, unknown> = {},
+): Promise<TextServer> {
   const files = tinyModelDir();
   // Batches close by count only here, whatever the machine's speed (the time flush has tests of its own).
-  const raw = { model: files.model, sequences: 4, contextSize: 512, inputPricePerMillion: 0.5, outputPricePerMillion: 1.5, streamFlushMs: 10_000, ...options };
+  const raw = {
+    model: files.model,
+    sequences: 4,
+    contextSize: 512,
+    inputPricePerMillion: 0.5,
+    outputPricePerMillion: 1.5,
+    streamFlushMs: 10_000,
+    ...options,
+  };
   const srv = await startTestServer({
     // Long-polls wake on events, so parked takes and stop polls cost no time.
     server: { takeWaitMs: 30_000, stopWaitMs: 30_000, streamWaitMs: 0, scaleIntervalMs: 3_600_000 },
-    endpoints: { text: { handler: TEXT_HANDLER, workersMax: 0, options: raw, rateLimits: { requests: { requests: 1_000_000 }, ...rateLimits } } },
+    endpoints: {
+      text: { handler: TEXT_HANDLER, workersMax: 0, options: raw, rateLimits: { requests: { requests: 1_000_000 }, ...rateLimits } },
+    },
   });
   const text = createTextHandler(files.dir);
   const parsed = textOptionsSchema.parse(raw);

@@ -58,7 +58,13 @@ describe("token batches", () => {
     // The generation ends with nothing held: the end comes alone.
     const last = batches.next();
     gen.end();
-    expect((await last).value).toEqual({ inputTokens: 4, pieces: [], tokens: 0, outputTokens: 3, end: { inputTokens: 4, outputTokens: 0, finishReason: "stop" } });
+    expect((await last).value).toEqual({
+      inputTokens: 4,
+      pieces: [],
+      tokens: 0,
+      outputTokens: 3,
+      end: { inputTokens: 4, outputTokens: 0, finishReason: "stop" },
+    });
     expect((await batches.next()).done).toBe(true);
   });
 

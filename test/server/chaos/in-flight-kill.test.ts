@@ -78,7 +78,11 @@ async function chaosRun(kind: StoreKind, servers: number) {
   async function call(node: SpoolProcess, method: string, path: string, auth: string, body?: unknown): Promise<Response | undefined> {
     await node.up;
     const route = path.split("/")[3]!;
-    const answer = fetch(`${node.url}${path}`, { method, headers: { authorization: auth }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const answer = fetch(`${node.url}${path}`, {
+      method,
+      headers: { authorization: auth },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const onVictim = node === nodes[victim];
     if (onVictim) {
       victimInFlight[route] = (victimInFlight[route] ?? 0) + 1;
@@ -151,10 +155,14 @@ async function chaosRun(kind: StoreKind, servers: number) {
     return [res.status, await res.json()] as [number, any];
   };
   const pending = new Set(tally.accepted.keys());
-  await until(async () => {
-    for (const id of pending) if ((await status(id))[1].status === "COMPLETED") pending.delete(id);
-    return pending.size === 0;
-  }, `all ${tally.accepted.size} accepted jobs to complete`, 20_000);
+  await until(
+    async () => {
+      for (const id of pending) if ((await status(id))[1].status === "COMPLETED") pending.delete(id);
+      return pending.size === 0;
+    },
+    `all ${tally.accepted.size} accepted jobs to complete`,
+    20_000,
+  );
   stopWorkers = true;
   await Promise.all(workers);
   console.log(
@@ -166,7 +174,17 @@ async function chaosRun(kind: StoreKind, servers: number) {
   const expected: Record<string, unknown> = {};
   for (const [id, n] of tally.accepted) {
     results[id] = await status(id);
-    expected[id] = [200, { id, status: "COMPLETED", output: { doubled: n * 2 }, delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: expect.stringMatching(/^chaos-w/) }];
+    expected[id] = [
+      200,
+      {
+        id,
+        status: "COMPLETED",
+        output: { doubled: n * 2 },
+        delayTime: expect.any(Number),
+        executionTime: expect.any(Number),
+        workerId: expect.stringMatching(/^chaos-w/),
+      },
+    ];
   }
   expect(results).toEqual(expected);
   expect({ takenAfterDone: tally.takenAfterDone, otherAnswers: tally.otherAnswers }).toEqual({ takenAfterDone: [], otherAnswers: [] });
@@ -175,7 +193,7 @@ async function chaosRun(kind: StoreKind, servers: number) {
   // lose it on a 4xx) and changes nothing.
   for (const id of tally.accepted.keys()) {
     const node = nodes[Math.floor(plan() * servers)]!;
-    const ranIt = ((results[id] as [number, { workerId: string }])[1]).workerId;
+    const ranIt = (results[id] as [number, { workerId: string }])[1].workerId;
     const res = await fetch(`${node.url}/v2/echo/job-done/${ranIt}/${id}?gpu=test&isStream=false`, {
       method: "POST",
       headers: { authorization: key },

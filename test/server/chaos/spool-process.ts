@@ -40,7 +40,18 @@ export async function spoolCluster(kind: StoreKind, servers: number, configToml:
 
   const procs: Spawned[] = [];
   async function start(i: number): Promise<{ proc: Spawned; url: string }> {
-    const proc = spawnProcess([BUN, CLI, "serve", "--port", "0", "--data", join(dir, `data-${store ? i : 0}`), "--config", config, ...storeFlags]);
+    const proc = spawnProcess([
+      BUN,
+      CLI,
+      "serve",
+      "--port",
+      "0",
+      "--data",
+      join(dir, `data-${store ? i : 0}`),
+      "--config",
+      config,
+      ...storeFlags,
+    ]);
     procs.push(proc);
     const [, url] = await proc.waitFor(/Spool listening on (\S+)/);
     return { proc, url: url! };

@@ -46,7 +46,11 @@ async function webhookAcrossKill(kind: StoreKind) {
   await using receiver = holdingReceiver();
   const server = cluster.nodes[0]!;
   const api = (path: string, body?: unknown, auth = `Bearer ${cluster.key}`) =>
-    fetch(`${server.url}${path}`, { method: body === undefined ? "GET" : "POST", headers: { authorization: auth }, body: JSON.stringify(body) });
+    fetch(`${server.url}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: auth },
+      body: JSON.stringify(body),
+    });
 
   const { id } = (await (await api("/v2/echo/run", { input: { n: 1 }, webhook: receiver.url })).json()) as { id: string };
   const job = (await (await api("/v2/echo/job-take/w1?gpu=test&job_in_progress=0", undefined, cluster.key)).json()) as { id: string };
@@ -62,7 +66,14 @@ async function webhookAcrossKill(kind: StoreKind) {
   const [first, second] = receiver.calls as [ReceivedCall, ReceivedCall];
   expect(first.headers["webhook-id"]).toMatch(/^msg_/);
   expect(second.headers["webhook-id"]).toBe(first.headers["webhook-id"]!);
-  expect(JSON.parse(second.body)).toEqual({ id, status: "COMPLETED", output: { n: 2 }, delayTime: expect.any(Number), executionTime: expect.any(Number), workerId: "w1" });
+  expect(JSON.parse(second.body)).toEqual({
+    id,
+    status: "COMPLETED",
+    output: { n: 2 },
+    delayTime: expect.any(Number),
+    executionTime: expect.any(Number),
+    workerId: "w1",
+  });
   expect(second.body).toBe(first.body);
 
   // Once answered, the store owes nothing more: no third call will come.

@@ -93,8 +93,44 @@ const ODD_IDS = [
   "NaN",
 ];
 
-const QUERY_VALUES = ["", "0", "-1", "1", "1000", "90000", "300001", "1e999", "9007199254740993", "NaN", "abc", "%00", "__proto__", "1.5", " 5", "true", "unhealthy", "x".repeat(3_000)];
-const QUERY_NAMES = ["wait", "ttl", "limit", "cursor", "batch_size", "job_id", "status", "isStream", "expires", "sig", "gpu", "__proto__", "constructor", "check", "reason", "job_in_progress"];
+const QUERY_VALUES = [
+  "",
+  "0",
+  "-1",
+  "1",
+  "1000",
+  "90000",
+  "300001",
+  "1e999",
+  "9007199254740993",
+  "NaN",
+  "abc",
+  "%00",
+  "__proto__",
+  "1.5",
+  " 5",
+  "true",
+  "unhealthy",
+  "x".repeat(3_000),
+];
+const QUERY_NAMES = [
+  "wait",
+  "ttl",
+  "limit",
+  "cursor",
+  "batch_size",
+  "job_id",
+  "status",
+  "isStream",
+  "expires",
+  "sig",
+  "gpu",
+  "__proto__",
+  "constructor",
+  "check",
+  "reason",
+  "job_in_progress",
+];
 
 /** Valid JSON of arbitrary shape (objects, arrays, odd numbers and strings). */
 function jsonValue(r: Random, depth = 0): unknown {
@@ -115,7 +151,11 @@ function jsonValue(r: Random, depth = 0): unknown {
       return Array.from({ length: r.int(4) }, () => jsonValue(r, depth + 1));
     default: {
       const out: Record<string, unknown> = {};
-      for (let i = r.int(4); i > 0; i--) out[r.pick(["a", "input", "policy", "ttl", "messages", "prompt", "stream", "output", "error", ...PROTOTYPE_NAMES])] = jsonValue(r, depth + 1);
+      for (let i = r.int(4); i > 0; i--)
+        out[r.pick(["a", "input", "policy", "ttl", "messages", "prompt", "stream", "output", "error", ...PROTOTYPE_NAMES])] = jsonValue(
+          r,
+          depth + 1,
+        );
       return out;
     }
   }
@@ -163,15 +203,21 @@ function body(r: Random, world: FuzzWorld, op: string): string | Uint8Array | un
             : { model: "m", prompt: "hi", max_tokens: 2, stream: r.chance(0.3) },
         );
       case "job-done":
-        return JSON.stringify(r.pick([{ output: jsonValue(r) }, { error: "boom" }, { status: "IN_PROGRESS", output: 1 }, { output: { cost: -1 } }]));
+        return JSON.stringify(
+          r.pick([{ output: jsonValue(r) }, { error: "boom" }, { status: "IN_PROGRESS", output: 1 }, { output: { cost: -1 } }]),
+        );
       case "job-stream":
         return JSON.stringify({ output: jsonValue(r) });
       default:
         return JSON.stringify({
           input: r.chance(0.2) ? { prompt: "a cat", width: 64, height: 64, steps: 1 } : jsonValue(r),
-          ...(r.chance(0.2) ? { policy: { ttl: r.pick([10_000, 60_000, 1, 1e12]), executionTimeout: r.pick([5_001, 1, 1e12]), lowPriority: r.chance(0.5) } } : {}),
+          ...(r.chance(0.2)
+            ? { policy: { ttl: r.pick([10_000, 60_000, 1, 1e12]), executionTimeout: r.pick([5_001, 1, 1e12]), lowPriority: r.chance(0.5) } }
+            : {}),
           ...(r.chance(0.1) ? { webhook: r.pick(["http://127.0.0.1:9/hook", "not a url", "file:///etc/passwd", "http://[::1]:9/"]) } : {}),
-          ...(r.chance(0.05) ? { s3Config: { accessId: "a", accessSecret: "b", bucketName: "c", endpointUrl: "http://127.0.0.1:9/" } } : {}),
+          ...(r.chance(0.05)
+            ? { s3Config: { accessId: "a", accessSecret: "b", bucketName: "c", endpointUrl: "http://127.0.0.1:9/" } }
+            : {}),
         });
     }
   };
@@ -281,7 +327,12 @@ function route(r: Random, world: FuzzWorld): { path: string; family: string; op:
     case 4:
     case 5: {
       const op = r.pick(["job-take", "job-take-batch", "ping", "job-stop", "job-done", "job-stream", "job-files"]);
-      const tail = op === "job-done" || op === "job-stream" ? `/${id(r, world)}` : op === "job-files" ? `/${id(r, world)}/${r.pick(["out.png", "..", ".type", "a%2Fb", "x".repeat(300), "中.txt"])}` : "";
+      const tail =
+        op === "job-done" || op === "job-stream"
+          ? `/${id(r, world)}`
+          : op === "job-files"
+            ? `/${id(r, world)}/${r.pick(["out.png", "..", ".type", "a%2Fb", "x".repeat(300), "中.txt"])}`
+            : "";
       return { path: `${v2}/${op}/${worker}${tail}${query(r)}`, family: "worker protocol", op };
     }
     case 6:
@@ -293,21 +344,59 @@ function route(r: Random, world: FuzzWorld): { path: string; family: string; op:
     case 8: {
       if (world.fileUrls.length && r.chance(0.5)) {
         const url = new URL(r.pick(world.fileUrls));
-        const path = r.chance(0.5) ? url.pathname + url.search : `${url.pathname}?expires=${r.pick(QUERY_VALUES)}&sig=${url.searchParams.get("sig")}`;
+        const path = r.chance(0.5)
+          ? url.pathname + url.search
+          : `${url.pathname}?expires=${r.pick(QUERY_VALUES)}&sig=${url.searchParams.get("sig")}`;
         return { path, family: "files", op: "files" };
       }
-      return { path: `/files/${ep}/${id(r, world)}/${r.pick(["out.png", "..", "%2e%2e", ".out.png.type"])}${query(r)}`, family: "files", op: "files" };
+      return {
+        path: `/files/${ep}/${id(r, world)}/${r.pick(["out.png", "..", "%2e%2e", ".out.png.type"])}${query(r)}`,
+        family: "files",
+        op: "files",
+      };
     }
     case 9: {
-      const sub = r.pick(["endpoints", "events", `endpoints/${ep}/stats`, `endpoints/${ep}/jobs/${id(r, world)}`, `endpoints/${ep}/jobs`, "__proto__"]);
+      const sub = r.pick([
+        "endpoints",
+        "events",
+        `endpoints/${ep}/stats`,
+        `endpoints/${ep}/jobs/${id(r, world)}`,
+        `endpoints/${ep}/jobs`,
+        "__proto__",
+      ]);
       return { path: `/dashboard/api/${sub}${query(r)}`, family: "dashboard", op: "dashboard" };
     }
     case 10: {
-      const path = r.pick(["/metrics", "/openapi.json", "/docs", "/docs/", "/docs/scalar.js", "/dashboard", "/dashboard/", "/dashboard/index.js", "/_bun/client/index.js", "/", "/health", "/favicon.ico"]);
+      const path = r.pick([
+        "/metrics",
+        "/openapi.json",
+        "/docs",
+        "/docs/",
+        "/docs/scalar.js",
+        "/dashboard",
+        "/dashboard/",
+        "/dashboard/index.js",
+        "/_bun/client/index.js",
+        "/",
+        "/health",
+        "/favicon.ico",
+      ]);
       return { path: `${path}${query(r)}`, family: "service pages", op: "page" };
     }
     default: {
-      const path = r.pick(["//v2//echo//run", "/v2/echo/run/", "/V2/ECHO/RUN", "/v2/", "/v2", "/v2/echo", `/v2/echo/${r.pick(ODD_IDS)}`, "/v2/echo/status/", "/%2e%2e/%2e%2e/etc/passwd", "/v3/echo/run", `/v2/echo/run%00`]);
+      const path = r.pick([
+        "//v2//echo//run",
+        "/v2/echo/run/",
+        "/V2/ECHO/RUN",
+        "/v2/",
+        "/v2",
+        "/v2/echo",
+        `/v2/echo/${r.pick(ODD_IDS)}`,
+        "/v2/echo/status/",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/v3/echo/run",
+        `/v2/echo/run%00`,
+      ]);
       return { path, family: "odd paths", op: "odd" };
     }
   }
@@ -316,7 +405,19 @@ function route(r: Random, world: FuzzWorld): { path: string; family: string; op:
 /** Draws one request. */
 export function fuzzRequest(r: Random, world: FuzzWorld): FuzzRequest {
   const { path, family, op } = route(r, world);
-  const natural = op === "run" || op === "runsync" || op === "purge-queue" || op === "cancel" || op === "retry" || op === "openai" || op === "job-done" || op === "job-stream" ? "POST" : op === "job-files" ? "PUT" : "GET";
+  const natural =
+    op === "run" ||
+    op === "runsync" ||
+    op === "purge-queue" ||
+    op === "cancel" ||
+    op === "retry" ||
+    op === "openai" ||
+    op === "job-done" ||
+    op === "job-stream"
+      ? "POST"
+      : op === "job-files"
+        ? "PUT"
+        : "GET";
   const method = r.chance(0.75) ? natural : r.pick(METHODS);
   const headers: Record<string, string> = {};
   const auth = authHeader(r, world);

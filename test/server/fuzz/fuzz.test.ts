@@ -55,7 +55,9 @@ function mustRefuse(req: FuzzRequest, w: FuzzWorld): string | null {
 
 /** The OpenAI routes' bounded wait (no worker took the job in time) is a 503/504 by design (HEAD: without its body). */
 const isBoundedWait = (req: FuzzRequest, status: number, text: string) =>
-  req.family === "OpenAI-compatible" && (status === 503 || status === 504) && (req.method === "HEAD" || /"code":"(no_worker|timeout)"/.test(text));
+  req.family === "OpenAI-compatible" &&
+  (status === 503 || status === 504) &&
+  (req.method === "HEAD" || /"code":"(no_worker|timeout)"/.test(text));
 
 interface Outcome {
   status: number;
@@ -67,7 +69,13 @@ async function send(srv: TestServer, req: FuzzRequest): Promise<Outcome> {
   const started = performance.now();
   // A request that hangs is given up on (and reported), so that one hang does not stop the run.
   const signal = AbortSignal.timeout(GIVE_UP_MS);
-  const res = await fetch(`${srv.url}${req.path}`, { method: req.method, headers: req.headers, body: req.body, redirect: "manual", signal });
+  const res = await fetch(`${srv.url}${req.path}`, {
+    method: req.method,
+    headers: req.headers,
+    body: req.body,
+    redirect: "manual",
+    signal,
+  });
   let text = "";
   const sse = res.headers.get("content-type")?.startsWith("text/event-stream");
   if (sse && req.family !== "OpenAI-compatible") {
@@ -125,7 +133,11 @@ async function world(srv: TestServer, endpoints: string[]): Promise<FuzzWorld> {
   const [, queued] = await srv.json("POST", "/v2/vllm/run", { input: { seed: 1 } });
   const taken = await srv.call("GET", "/v2/vllm/job-take/w1?gpu=x", undefined, { auth: kinds.worker });
   expect(((await taken.json()) as { id: string }).id).toBe(queued.id);
-  const put = await fetch(`${srv.url}/v2/vllm/job-files/w1/${queued.id}/out.txt`, { method: "PUT", headers: { authorization: kinds.worker, "content-type": "text/plain" }, body: "hello" });
+  const put = await fetch(`${srv.url}/v2/vllm/job-files/w1/${queued.id}/out.txt`, {
+    method: "PUT",
+    headers: { authorization: kinds.worker, "content-type": "text/plain" },
+    body: "hello",
+  });
   const { url } = (await put.json()) as { url: string };
   return { keys: kinds, endpoints, jobIds: [queued.id], fileUrls: [url] };
 }
@@ -137,7 +149,9 @@ async function fuzz(seed: number, count: number): Promise<void> {
     Object.entries({
       ...builtIn.endpoints,
       vllm: {},
-      limited: { rateLimits: { run: { requests: 3 }, runsync: { requests: 2, concurrent: 1 }, status: { requests: 5 }, openai: { requests: 2 } } },
+      limited: {
+        rateLimits: { run: { requests: 3 }, runsync: { requests: 2, concurrent: 1 }, status: { requests: 5 }, openai: { requests: 2 } },
+      },
       constructor: {},
     }).map(([id, ep]) => [id, { ...ep, workersMin: 0, workersMax: 0 }]),
   );
@@ -175,20 +189,34 @@ async function fuzz(seed: number, count: number): Promise<void> {
     slowest = Math.max(slowest, out.ms);
     const byStatus = families.get(req.family) ?? new Map<number, number>();
     families.set(req.family, byStatus.set(out.status, (byStatus.get(out.status) ?? 0) + 1));
-    if (out.status >= 500 && !isBoundedWait(req, out.status, out.text)) serverErrors.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
+    if (out.status >= 500 && !isBoundedWait(req, out.status, out.text))
+      serverErrors.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
     const refuse = mustRefuse(req, w);
     if (refuse && out.status >= 200 && out.status < 300) acceptedWrongly.push(`${label} -> ${out.status} with ${refuse}`);
     const after = await state.read();
-    if (out.status >= 400 && out.status < 500 && after !== before) changedByRefusal.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
+    if (out.status >= 400 && out.status < 500 && after !== before)
+      changedByRefusal.push(`${label} -> ${out.status} ${out.text.slice(0, 200)}`);
     before = after;
     // Ids the server handed out take part in later requests.
     const handed = /"id":"([0-9a-z-]{36,41})"/.exec(out.text)?.[1];
     if (handed && out.status === 200 && w.jobIds.length < 200) w.jobIds.push(handed);
   }
 
-  const summary = [...families].map(([family, byStatus]) => `${family}: ${[...byStatus].sort(([a], [b]) => a - b).map(([s, n]) => `${s}x${n}`).join(" ")}`);
+  const summary = [...families].map(
+    ([family, byStatus]) =>
+      `${family}: ${[...byStatus]
+        .sort(([a], [b]) => a - b)
+        .map(([s, n]) => `${s}x${n}`)
+        .join(" ")}`,
+  );
   console.log(`fuzz seed ${seed}: ${count} requests, slowest ${Math.round(slowest)} ms\n  ${summary.join("\n  ")}`);
-  const found = { seed, serverErrors: serverErrors.slice(0, 20), hung: hung.slice(0, 20), changedByRefusal: changedByRefusal.slice(0, 20), acceptedWrongly: acceptedWrongly.slice(0, 20) };
+  const found = {
+    seed,
+    serverErrors: serverErrors.slice(0, 20),
+    hung: hung.slice(0, 20),
+    changedByRefusal: changedByRefusal.slice(0, 20),
+    acceptedWrongly: acceptedWrongly.slice(0, 20),
+  };
   expect(found).toEqual({ seed, serverErrors: [], hung: [], changedByRefusal: [], acceptedWrongly: [] });
 
   // Still healthy: the ordinary path works end to end (on an emptied queue: the fuzz left jobs).
@@ -207,7 +235,11 @@ test(`fuzz: ${REQUESTS} seeded requests (seed ${FIXED_SEED}) all answer, without
 }, 120_000);
 
 const randomSeed = Math.floor(Math.random() * 2 ** 31);
-test.if(process.env.SPOOL_FUZZ_RANDOM === "1")(`fuzz: ${RANDOM_REQUESTS} requests with a fresh random seed (replay: SPOOL_FUZZ_SEED=${randomSeed})`, async () => {
-  console.log(`fuzz: this run's random seed is ${randomSeed}; replay with SPOOL_FUZZ_SEED=${randomSeed} bun test test/server/fuzz`);
-  await fuzz(randomSeed, RANDOM_REQUESTS);
-}, 120_000);
+test.if(process.env.SPOOL_FUZZ_RANDOM === "1")(
+  `fuzz: ${RANDOM_REQUESTS} requests with a fresh random seed (replay: SPOOL_FUZZ_SEED=${randomSeed})`,
+  async () => {
+    console.log(`fuzz: this run's random seed is ${randomSeed}; replay with SPOOL_FUZZ_SEED=${randomSeed} bun test test/server/fuzz`);
+    await fuzz(randomSeed, RANDOM_REQUESTS);
+  },
+  120_000,
+);

@@ -16,20 +16,28 @@ const stores = {
   redis: async () => RedisStore.connect(await redisUrl(), { retention: RETENTION }, `{handoff-${crypto.randomUUID().slice(0, 8)}}:`),
 };
 
-test.each(Object.keys(stores) as (keyof typeof stores)[])("%s: a job submitted to a waiting worker is handed to it at once: /run says IN_QUEUE, the job runs on that worker, counts stay exact", async (name) => {
-  const clock = new ManualClock();
-  await using srv = await startTestServer({ clock, store: await stores[name](), server: { takeWaitMs: 30_000 }, endpoints: { echo: { executionTimeout: 9_000 } } });
-  const w = protocolWorker(srv, "echo", "w1");
-  const take = w.take();
-  const [status, accepted] = await srv.json("POST", "/v2/echo/run", { input: { a: 1 } });
-  expect([status, accepted.status]).toEqual([200, "IN_QUEUE"]);
-  const job = await take;
-  expect([job.id, job.input, job.deadline]).toEqual([accepted.id, { a: 1 }, clock.now() + 9_000]);
-  expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "IN_PROGRESS", workerId: "w1" });
-  expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
-  await w.done(job.id, { output: { ok: true } });
-  expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { ok: true } });
-});
+test.each(Object.keys(stores) as (keyof typeof stores)[])(
+  "%s: a job submitted to a waiting worker is handed to it at once: /run says IN_QUEUE, the job runs on that worker, counts stay exact",
+  async (name) => {
+    const clock = new ManualClock();
+    await using srv = await startTestServer({
+      clock,
+      store: await stores[name](),
+      server: { takeWaitMs: 30_000 },
+      endpoints: { echo: { executionTimeout: 9_000 } },
+    });
+    const w = protocolWorker(srv, "echo", "w1");
+    const take = w.take();
+    const [status, accepted] = await srv.json("POST", "/v2/echo/run", { input: { a: 1 } });
+    expect([status, accepted.status]).toEqual([200, "IN_QUEUE"]);
+    const job = await take;
+    expect([job.id, job.input, job.deadline]).toEqual([accepted.id, { a: 1 }, clock.now() + 9_000]);
+    expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "IN_PROGRESS", workerId: "w1" });
+    expect((await srv.json("GET", "/v2/echo/health"))[1].jobs).toMatchObject({ inQueue: 0, inProgress: 1 });
+    await w.done(job.id, { output: { ok: true } });
+    expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { ok: true } });
+  },
+);
 
 test("jobs submitted together to one waiting worker: it gets the first, the rest stay queued in order", async () => {
   await using srv = await startTestServer({ server: { takeWaitMs: 30_000 } });
@@ -123,7 +131,7 @@ test("a take that waits looks at the queue once before it parks, and a job hande
   const job = await jobs.submit("ep", { input: { x: 1 } }, { keyId: "k", sync: false });
   expect((await waiting)?.map((j) => j.id)).toEqual([job.id]);
   expect(claims).toBe(1);
-  expect((await jobs.take("ep", "w", 1, 0))).toBeNull(); // a take that does not wait claims once too
+  expect(await jobs.take("ep", "w", 1, 0)).toBeNull(); // a take that does not wait claims once too
   expect(claims).toBe(2);
   await store.close();
 });

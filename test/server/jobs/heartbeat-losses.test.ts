@@ -55,7 +55,11 @@ test("a job a worker's heartbeat loses twice ends as any job does: counted in sp
   const metrics = new Exposition(await (await srv.call("GET", "/metrics")).text());
   expect(metrics.value("spool_jobs_ended_total", { endpoint: "echo", status: "FAILED" })).toBe(1);
   const [call] = await receiver.received(1);
-  expect(JSON.parse(call!.body)).toMatchObject({ id, status: "FAILED", error: expect.stringContaining("heartbeat no longer listed the job") });
+  expect(JSON.parse(call!.body)).toMatchObject({
+    id,
+    status: "FAILED",
+    error: expect.stringContaining("heartbeat no longer listed the job"),
+  });
   expect(log.lines.filter((l) => l.includes("worker lost a job")).map((l) => JSON.parse(l).msg)).toEqual([
     "worker lost a job; job re-queued",
     "worker lost a job twice; job failed",

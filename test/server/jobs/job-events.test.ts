@@ -47,7 +47,11 @@ describe("job events", () => {
     await w.take();
     await w.done(id, { output: { ok: 1 } });
     await w.done(id, { output: { ok: 2 } }); // a repeated post ends nothing
-    expect(seen).toEqual([["submitted", id, "IN_QUEUE"], ["taken", id, "w1"], ["ended", id, "COMPLETED"]]);
+    expect(seen).toEqual([
+      ["submitted", id, "IN_QUEUE"],
+      ["taken", id, "w1"],
+      ["ended", id, "COMPLETED"],
+    ]);
   });
 
   test("ended carries a failure, a cancel (once) and an execution timeout found by the sweep", async () => {

@@ -19,7 +19,11 @@ async function burst(servers: TestServer[], key: string): Promise<number[]> {
   return Promise.all(
     Array.from({ length: BURST }, async (_, i) => {
       const srv = servers[i % servers.length]!;
-      const res = await fetch(`${srv.url}/v2/echo/run`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ input: { i } }) });
+      const res = await fetch(`${srv.url}/v2/echo/run`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}` },
+        body: JSON.stringify({ input: { i } }),
+      });
       await res.body?.cancel();
       return res.status;
     }),
@@ -38,8 +42,18 @@ describe("rate limits under parallel requests", () => {
   test(`two servers sharing Redis: ${BURST} at once across both, exactly ${LIMIT} accepted and queued`, async () => {
     const url = await redisUrl();
     const prefix = `{t-${crypto.randomUUID().slice(0, 8)}}:`;
-    await using a = await startTestServer({ endpoints, server, clock: new ManualClock(), store: await RedisStore.connect(url, { retention }, prefix) });
-    await using b = await startTestServer({ endpoints, server, clock: new ManualClock(), store: await RedisStore.connect(url, { retention }, prefix) });
+    await using a = await startTestServer({
+      endpoints,
+      server,
+      clock: new ManualClock(),
+      store: await RedisStore.connect(url, { retention }, prefix),
+    });
+    await using b = await startTestServer({
+      endpoints,
+      server,
+      clock: new ManualClock(),
+      store: await RedisStore.connect(url, { retention }, prefix),
+    });
     // Both servers know the key of either: keys live in the shared store.
     expect(tally(await burst([a, b], a.key))).toEqual({ accepted: LIMIT, refused: BURST - LIMIT });
     expect((await b.json("GET", "/v2/echo/health", undefined, { auth: a.key }))[1].jobs.inQueue).toBe(LIMIT);

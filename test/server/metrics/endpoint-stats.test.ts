@@ -82,7 +82,12 @@ describe("endpoint stats", () => {
     expect(c.series.filter((m) => m.ended > 0).map((m) => m.minute)).toEqual([START, START + 60_000]);
     // 30 minutes on, the series has forgotten minute 0 too.
     clock.advance(15 * 60_000);
-    expect(stats.get("ep").series.filter((m) => m.ended > 0).map((m) => m.minute)).toEqual([START + 60_000]);
+    expect(
+      stats
+        .get("ep")
+        .series.filter((m) => m.ended > 0)
+        .map((m) => m.minute),
+    ).toEqual([START + 60_000]);
     expect(stats.get("other").jobsPerMinute).toBe(0);
 
     stats.close();

@@ -63,13 +63,17 @@ describe("/metrics", () => {
     ]);
     expect(["echo", "full", "tight"].map((endpoint) => m.value("spool_queue_depth", { endpoint }))).toEqual([0, 51, 1]);
     expect(m.value("spool_jobs_in_progress", { endpoint: "echo" })).toBe(0);
-    expect(["idle", "running", "initializing", "unhealthy"].map((state) => m.value("spool_workers", { endpoint: "echo", state }))).toEqual([1, 0, 0, 0]);
+    expect(["idle", "running", "initializing", "unhealthy"].map((state) => m.value("spool_workers", { endpoint: "echo", state }))).toEqual([
+      1, 0, 0, 0,
+    ]);
 
     // Three jobs started: delays 0.04, 0, 0 s; executions 0.25, 1 and 6 s.
     const delay = m.histogram("spool_job_delay_seconds", { endpoint: "echo" });
     expect([delay.count, delay.sum, delay.buckets["0.025"], delay.buckets["0.05"], delay.buckets["+Inf"]]).toEqual([3, 0.04, 2, 3, 3]);
     const exec = m.histogram("spool_job_execution_seconds", { endpoint: "echo" });
-    expect([exec.count, exec.sum, exec.buckets["0.25"], exec.buckets["1"], exec.buckets["5"], exec.buckets["10"]]).toEqual([3, 7.25, 1, 2, 2, 3]);
+    expect([exec.count, exec.sum, exec.buckets["0.25"], exec.buckets["1"], exec.buckets["5"], exec.buckets["10"]]).toEqual([
+      3, 7.25, 1, 2, 2, 3,
+    ]);
 
     // Requests by route template: never a raw path or job id.
     expect(m.value("spool_http_requests_total", { method: "POST", route: "/v2/:endpoint/run", status: "200" })).toBe(4 + 51 + 1);

@@ -80,12 +80,16 @@ describe("OpenAPI document", () => {
     // queuePosition is documented as an optional addition to RunPod's job response.
     expect(doc.components.schemas.JobResponse.properties.queuePosition).toMatchObject({ type: "integer", minimum: 0 });
     expect(doc.components.schemas.JobResponse.required).toEqual(["id", "status"]);
-    const ids = Object.values(doc.paths as Record<string, Record<string, Operation>>).flatMap((p) => Object.values(p).map((o) => o.operationId));
+    const ids = Object.values(doc.paths as Record<string, Record<string, Operation>>).flatMap((p) =>
+      Object.values(p).map((o) => o.operationId),
+    );
     expect(ids).toEqual(
       expect.arrayContaining(["run", "runsync", "status", "statusSync", "stream", "cancel", "retry", "purgeQueue", "health", "requests"]),
     );
     expect(ids).toEqual(expect.arrayContaining(["jobTake", "jobTakeBatch", "jobDone", "jobStream", "ping", "jobStop", "jobFileUpload"]));
-    expect(ids).toEqual(expect.arrayContaining(["openaiChatCompletions", "openaiCompletions", "openaiModels", "compatChatCompletions", "metrics"]));
+    expect(ids).toEqual(
+      expect.arrayContaining(["openaiChatCompletions", "openaiCompletions", "openaiModels", "compatChatCompletions", "metrics"]),
+    );
     expect(ids).toEqual(expect.arrayContaining(["run_words", "runsync_words", "run_echo", "runsync_echo"]));
   });
 
@@ -100,7 +104,16 @@ describe("OpenAPI document", () => {
     const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
     const files = new LocalFileStore(srv.dataDir, 60_000);
     const jobEvents = new JobEvents();
-    const app = createApp({ store, config: parseConfig({}), clock: systemClock, log: silentLog, files, localFiles: files, jobEvents, stats: new EndpointStatsRecorder(jobEvents, systemClock) });
+    const app = createApp({
+      store,
+      config: parseConfig({}),
+      clock: systemClock,
+      log: silentLog,
+      files,
+      localFiles: files,
+      jobEvents,
+      stats: new EndpointStatsRecorder(jobEvents, systemClock),
+    });
     const routes = new Set(
       app.routes
         .filter((r) => r.method !== "ALL" && !/^\/(dashboard|docs|openapi\.json)/.test(r.path))
@@ -130,7 +143,9 @@ describe("OpenAPI document", () => {
     };
 
     /** Per operation: the ids to use, and anything that must happen while it waits. */
-    async function prepare(op: string): Promise<{ params?: Record<string, string>; body?: string; during?: (answered: () => boolean) => Promise<unknown> }> {
+    async function prepare(
+      op: string,
+    ): Promise<{ params?: Record<string, string>; body?: string; during?: (answered: () => boolean) => Promise<unknown> }> {
       switch (op) {
         case "status":
         case "statusSync":
@@ -168,14 +183,22 @@ describe("OpenAPI document", () => {
           return {};
         }
         case "fileDownload":
-          return { params: Object.fromEntries(fileUrl!.pathname.split("/").slice(2).map((v, i) => [["endpoint_id", "job_id", "name"][i]!, v])) };
+          return {
+            params: Object.fromEntries(
+              fileUrl!.pathname
+                .split("/")
+                .slice(2)
+                .map((v, i) => [["endpoint_id", "job_id", "name"][i]!, v]),
+            ),
+          };
         case "runsync":
         case "runsync_echo":
           return { during: (answered) => answer("echo", { done: 1 }, answered) };
         case "runsync_words":
           return { during: (answered) => answer("words", "a", answered) };
         default:
-          if (op.includes("Completions") || op.includes("Models")) return { during: (answered) => answer("echo", { object: "list", data: [] }, answered) };
+          if (op.includes("Completions") || op.includes("Models"))
+            return { during: (answered) => answer("echo", { object: "list", data: [] }, answered) };
           return {};
       }
     }
@@ -195,16 +218,24 @@ describe("OpenAPI document", () => {
         }
         if (op.operationId === "fileDownload") fileUrl!.searchParams.forEach((v, k) => query.set(k, v));
         const media = op.requestBody ? Object.keys(op.requestBody.content)[0]! : undefined;
-        const body = prep.body ?? (media === "application/json" ? JSON.stringify(sample(op.requestBody!.content[media].schema)) : undefined);
+        const body =
+          prep.body ?? (media === "application/json" ? JSON.stringify(sample(op.requestBody!.content[media].schema)) : undefined);
         // Alternate the two documented auth forms.
         const auth = op.operationId === "fileDownload" ? null : n++ % 2 ? srv.key : `Bearer ${srv.key}`;
         let answered = false;
-        const request = srv.call(method.toUpperCase(), `${path}${query.size ? `?${query}` : ""}`, body, { auth, headers: media ? { "content-type": media } : {} });
+        const request = srv.call(method.toUpperCase(), `${path}${query.size ? `?${query}` : ""}`, body, {
+          auth,
+          headers: media ? { "content-type": media } : {},
+        });
         void request.finally(() => (answered = true));
         const [res] = await Promise.all([request, prep.during?.(() => answered)]);
         const documented = op.responses[String(res.status)];
         const text = await res.text();
-        expect({ op: op.operationId, status: res.status, documented: documented !== undefined }).toEqual({ op: op.operationId, status: res.status, documented: true });
+        expect({ op: op.operationId, status: res.status, documented: documented !== undefined }).toEqual({
+          op: op.operationId,
+          status: res.status,
+          documented: true,
+        });
         expect({ op: op.operationId, status: res.status }).toEqual({ op: op.operationId, status: res.status < 300 ? res.status : -1 });
         const type = res.headers.get("content-type") ?? "";
         const content = documented!.content as Schema | undefined;

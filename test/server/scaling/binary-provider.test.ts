@@ -10,7 +10,14 @@ test("the scaler starts workers from a binary built by `spool build`, from zero"
   const dir = mkdtempSync(join(tmpdir(), "spool-binary-"));
   try {
     const binary = join(dir, "echo-worker");
-    const built = Bun.spawnSync([process.execPath, join(ROOT, "runtime/cli.ts"), "build", join(ROOT, "handlers/examples/echo.ts"), "--outfile", binary]);
+    const built = Bun.spawnSync([
+      process.execPath,
+      join(ROOT, "runtime/cli.ts"),
+      "build",
+      join(ROOT, "handlers/examples/echo.ts"),
+      "--outfile",
+      binary,
+    ]);
     expect(built.exitCode).toBe(0);
     await using srv = await startTestServer({
       server: { takeWaitMs: 30_000, stopWaitMs: 30_000 },

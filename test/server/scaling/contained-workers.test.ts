@@ -45,7 +45,10 @@ for (const sandbox of SANDBOXES) {
       await until(async () => (await status(srv, sub.id)) === "TIMED_OUT", "the job to time out", 30_000);
       // The helper held the worker's stderr: the worker is gone only once it is.
       await until(() => treeOf().length === 0, "the worker and its helper to be gone", 30_000);
-      await until(async () => (await srv.json("GET", "/v2/ep/health"))[1].workers.stopping === undefined, "/health to stop counting it stopping");
+      await until(
+        async () => (await srv.json("GET", "/v2/ep/health"))[1].workers.stopping === undefined,
+        "/health to stop counting it stopping",
+      );
       const [, next] = await srv.json("POST", "/v2/ep/runsync", { input: { mode: "return" } });
       expect(next).toMatchObject({ status: "COMPLETED", output: { ok: true } });
     }, 60_000);

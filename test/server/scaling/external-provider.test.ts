@@ -69,16 +69,25 @@ describe('provider = "external"', () => {
     await using pod = outsideWorker(srv.url, srv.key, "echo", "job-pod", { SPOOL_EXIT_WHEN_IDLE_MS: "1" });
     expect(await pod.proc.exited).toBe(0);
     await pod.waitFor(/idle; exiting/);
-    expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({ status: "COMPLETED", output: { n: 1 }, workerId: "job-pod" });
+    expect((await srv.json("GET", `/v2/echo/status/${job.id}`))[1]).toMatchObject({
+      status: "COMPLETED",
+      output: { n: 1 },
+      workerId: "job-pod",
+    });
   });
 
   test("an endpoint with a handler on the external provider: a worker's start-failure report counts, and /scaling still asks for one worker once its jobs failed", async () => {
     const provider = new RecordingProvider();
-    await using srv = await startTestServer({ provider, endpoints: { ext: { handler: ECHO, provider: "external", startFailureLimit: 1, startFailureWindowMs: 0 } } });
+    await using srv = await startTestServer({
+      provider,
+      endpoints: { ext: { handler: ECHO, provider: "external", startFailureLimit: 1, startFailureWindowMs: 0 } },
+    });
     const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
     expect((await srv.json("GET", "/v2/ext/scaling"))[1]).toMatchObject({ queued: 1, desiredWorkers: 1 });
 
-    const report = await srv.call("GET", "/v2/ext/ping/pod-1?status=start_failed&reason=Error%3A%20weights%20missing", undefined, { auth: srv.key });
+    const report = await srv.call("GET", "/v2/ext/ping/pod-1?status=start_failed&reason=Error%3A%20weights%20missing", undefined, {
+      auth: srv.key,
+    });
     expect(report.status).toBe(200);
     const health = (await srv.json("GET", "/v2/ext/health"))[1];
     expect(health.lastStartError).toMatchObject({ message: "Error: weights missing", attempts: 1, refusing: true });
@@ -90,7 +99,11 @@ describe('provider = "external"', () => {
   });
 
   test("a provider other than local or external is a config error naming the setting", () => {
-    expect(() => parseConfig({ server: { provider: "kubernetes" } }, "spool.toml")).toThrow('spool.toml: server.provider: Invalid option: expected one of "local"|"external"');
-    expect(() => parseConfig({ endpoints: { gpu: { provider: "k8s" } } }, "spool.toml")).toThrow('spool.toml: endpoints.gpu.provider: Invalid option: expected one of "local"|"external"');
+    expect(() => parseConfig({ server: { provider: "kubernetes" } }, "spool.toml")).toThrow(
+      'spool.toml: server.provider: Invalid option: expected one of "local"|"external"',
+    );
+    expect(() => parseConfig({ endpoints: { gpu: { provider: "k8s" } } }, "spool.toml")).toThrow(
+      'spool.toml: endpoints.gpu.provider: Invalid option: expected one of "local"|"external"',
+    );
   });
 });

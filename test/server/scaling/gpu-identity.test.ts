@@ -11,14 +11,30 @@ import { startTestServer, type TestServer } from "../../helpers/test-server.ts";
 import { until } from "../../helpers/until.ts";
 
 const HANDLER = resolve(import.meta.dir, "../../fixtures/gpu-fixture.ts");
-const [C0, C1, C2] = ["GPU-c3a9e0f1-0000-4000-8000-000000000003", "GPU-1b7d2c44-0000-4000-8000-000000000001", "GPU-8e5f6a10-0000-4000-8000-000000000002"];
+const [C0, C1, C2] = [
+  "GPU-c3a9e0f1-0000-4000-8000-000000000003",
+  "GPU-1b7d2c44-0000-4000-8000-000000000001",
+  "GPU-8e5f6a10-0000-4000-8000-000000000002",
+];
 type Endpoints = NonNullable<ConfigInput["endpoints"]>;
-const fixed = (workers: number, more: Endpoints[string] = {}): Endpoints[string] => ({ handler: HANDLER, gpusPerWorker: 1, workersMin: workers, workersMax: workers, ...more });
+const fixed = (workers: number, more: Endpoints[string] = {}): Endpoints[string] => ({
+  handler: HANDLER,
+  gpusPerWorker: 1,
+  workersMin: workers,
+  workersMax: workers,
+  ...more,
+});
 
 /** A server whose GPUs come from the fake nvidia-smi, whose scaler ticks only when the test says. */
 function serve(provider: RecordingProvider, endpoints: Endpoints, server: NonNullable<ConfigInput["server"]> = {}) {
   const smi = fakeNvidiaSmi(MIXED_CARDS);
-  const srv = startTestServer({ clock: new ManualClock(Date.now()), provider, endpoints, server: { scaleIntervalMs: 3_600_000, ...server }, detectGpus: () => detectGpus({ PATH: smi.path }) });
+  const srv = startTestServer({
+    clock: new ManualClock(Date.now()),
+    provider,
+    endpoints,
+    server: { scaleIntervalMs: 3_600_000, ...server },
+    detectGpus: () => detectGpus({ PATH: smi.path }),
+  });
   return srv.finally(() => smi[Symbol.dispose]());
 }
 const health = async (srv: TestServer, ep = "ep") => (await srv.json("GET", `/v2/${ep}/health`))[1];
@@ -64,7 +80,8 @@ describe("two servers on one host", () => {
       await using b = await serve(second, { ep: fixed(2) }, { gpuLockDir: lockDir });
       expect(first.liveGpus()).toEqual([C0, C1]);
       expect(second.liveGpus()).toEqual([C2]);
-      const message = "1 worker waits for a free GPU: each needs 1 GPU, and none of the 3 GPUs here has room (2 in use by another server on this host)";
+      const message =
+        "1 worker waits for a free GPU: each needs 1 GPU, and none of the 3 GPUs here has room (2 in use by another server on this host)";
       expect((await health(b)).scaleUpHeld).toEqual({ reason: "gpu", workers: 1, message });
 
       // The first server stops; its workers are asked to end but have not exited: their cards stay its own.

@@ -10,7 +10,10 @@ const H100 = 81_559;
 
 describe("GpuPlacement", () => {
   test("workers with no memory figure take whole devices, one worker a device; a freed one is reused", () => {
-    const gpus = new GpuPlacement([{ id: "0", memoryMb: H100 }, { id: "1", memoryMb: H100 }]);
+    const gpus = new GpuPlacement([
+      { id: "0", memoryMb: H100 },
+      { id: "1", memoryMb: H100 },
+    ]);
     const a = gpus.take({ gpus: 1 })!;
     const b = gpus.take({ gpus: 1 })!;
     expect([a.ids, b.ids]).toEqual([["0"], ["1"]]);
@@ -25,7 +28,10 @@ describe("GpuPlacement", () => {
     const small = { gpus: 1, memoryMb: 10_000 };
     const a = gpus.take(small)!;
     const b = gpus.take(small)!;
-    expect([a, b]).toEqual([{ ids: ["0"], memoryMb: 10_000 }, { ids: ["0"], memoryMb: 10_000 }]);
+    expect([a, b]).toEqual([
+      { ids: ["0"], memoryMb: 10_000 },
+      { ids: ["0"], memoryMb: 10_000 },
+    ]);
     // 20 000 of 24 000 MiB taken: a third does not fit, nor a worker that wants the device whole.
     expect(gpus.take(small)).toBeUndefined();
     expect(gpus.take({ gpus: 1 })).toBeUndefined();
@@ -47,7 +53,10 @@ describe("GpuPlacement", () => {
   });
 
   test("shared workers go to the fullest device they fit on, keeping whole devices free", () => {
-    const gpus = new GpuPlacement([{ id: "0", memoryMb: H100 }, { id: "1", memoryMb: 40_000 }]);
+    const gpus = new GpuPlacement([
+      { id: "0", memoryMb: H100 },
+      { id: "1", memoryMb: 40_000 },
+    ]);
     expect(gpus.take({ gpus: 1, memoryMb: 30_000 })!.ids).toEqual(["1"]);
     expect(gpus.take({ gpus: 1, memoryMb: 10_000 })!.ids).toEqual(["1"]);
     expect(gpus.take({ gpus: 1 })!.ids).toEqual(["0"]);
@@ -89,11 +98,17 @@ describe("GpuPlacement with per-card locks", () => {
   const pair = (devices: { id: string; memoryMb?: number }[]) => {
     const dir = mkdtempSync(join(tmpdir(), "spool-gpu-locks-"));
     dirs.push(dir);
-    return [new GpuPlacement(devices, new GpuLocks(() => dir, silentLog)), new GpuPlacement(devices, new GpuLocks(() => dir, silentLog))] as const;
+    return [
+      new GpuPlacement(devices, new GpuLocks(() => dir, silentLog)),
+      new GpuPlacement(devices, new GpuLocks(() => dir, silentLog)),
+    ] as const;
   };
 
   test("a card one placement holds is skipped by the other until its last worker is released", () => {
-    const [a, b] = pair([{ id: "GPU-a", memoryMb: 40_000 }, { id: "GPU-b", memoryMb: 40_000 }]);
+    const [a, b] = pair([
+      { id: "GPU-a", memoryMb: 40_000 },
+      { id: "GPU-b", memoryMb: 40_000 },
+    ]);
     const small = { gpus: 1, memoryMb: 10_000 };
     const a1 = a.take(small)!;
     const a2 = a.take(small)!;

@@ -13,7 +13,8 @@ const seen = (srv: TestServer): { pid: string; cuda: string | null; vulkan: stri
   return existsSync(dir) ? readdirSync(dir).map((pid) => ({ pid, ...JSON.parse(readFileSync(join(dir, pid), "utf8")) })) : [];
 };
 const health = async (srv: TestServer) => (await srv.json("GET", "/v2/ep/health"))[1];
-const heldMetric = async (srv: TestServer) => new Exposition(await (await srv.call("GET", "/metrics")).text()).value("spool_scale_up_held", { endpoint: "ep", reason: "gpu" });
+const heldMetric = async (srv: TestServer) =>
+  new Exposition(await (await srv.call("GET", "/metrics")).text()).value("spool_scale_up_held", { endpoint: "ep", reason: "gpu" });
 const submit = async (srv: TestServer) => (await srv.json("POST", "/v2/ep/run", { input: {} }))[1].id as string;
 
 describe("GPU placement with a fake device list", () => {
@@ -22,7 +23,17 @@ describe("GPU placement with a fake device list", () => {
     await using srv = await startTestServer({
       clock,
       server: { takeWaitMs: 80_000, stopWaitMs: 80_000, scaleIntervalMs: 3_600_000, gpus: ["0", "1"] },
-      endpoints: { ep: { handler: GPU, gpusPerWorker: 1, workersMax: 3, idleTimeout: 1, scalerType: "REQUEST_COUNT", scalerValue: 1, rateLimits: { status: { requests: 1_000_000 } } } },
+      endpoints: {
+        ep: {
+          handler: GPU,
+          gpusPerWorker: 1,
+          workersMax: 3,
+          idleTimeout: 1,
+          scalerType: "REQUEST_COUNT",
+          scalerValue: 1,
+          rateLimits: { status: { requests: 1_000_000 } },
+        },
+      },
     });
     const scaler = srv.server.scaler;
     const ids = [await submit(srv), await submit(srv), await submit(srv)];
@@ -59,7 +70,18 @@ describe("GPU placement with a fake device list", () => {
     await using srv = await startTestServer({
       clock,
       server: { takeWaitMs: 80_000, stopWaitMs: 80_000, scaleIntervalMs: 3_600_000, gpus: [{ id: "0", memoryMb: 24_000 }] },
-      endpoints: { ep: { handler: GPU, gpuMemoryMb: 10_000, options: { device: "cuda" }, idleTimeout: 1, scalerType: "REQUEST_COUNT", scalerValue: 1, workersMax: 3, rateLimits: { status: { requests: 1_000_000 } } } },
+      endpoints: {
+        ep: {
+          handler: GPU,
+          gpuMemoryMb: 10_000,
+          options: { device: "cuda" },
+          idleTimeout: 1,
+          scalerType: "REQUEST_COUNT",
+          scalerValue: 1,
+          workersMax: 3,
+          rateLimits: { status: { requests: 1_000_000 } },
+        },
+      },
     });
     const scaler = srv.server.scaler;
     const before = new Set(seen(srv).map((w) => w.pid));
@@ -67,7 +89,11 @@ describe("GPU placement with a fake device list", () => {
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(2);
     await until(async () => (await health(srv)).jobs.inProgress === 2, "two workers running jobs");
-    expect(seen(srv).filter((w) => !before.has(w.pid)).map((w) => w.cuda)).toEqual(["0", "0"]);
+    expect(
+      seen(srv)
+        .filter((w) => !before.has(w.pid))
+        .map((w) => w.cuda),
+    ).toEqual(["0", "0"]);
     const message = "1 worker waits for a free GPU: each needs 1 GPU with 10000 MiB, and none of the 1 GPUs here has room";
     expect((await health(srv)).scaleUpHeld).toEqual({ reason: "gpu", workers: 1, message });
     expect(await heldMetric(srv)).toBe(1);

@@ -38,7 +38,11 @@ test("a server killed with SIGKILL leaves no worker process behind", async () =>
     await using server = spawnProcess([process.execPath, CLI, "serve", "--port", "0", "--data", dir]);
     const [, url] = await server.waitFor(/Spool listening on (\S+)/);
     const [key] = await server.waitFor(/^\s+spool_\S+$/);
-    const res = await fetch(`${url}/v2/echo/runsync`, { method: "POST", headers: { authorization: key!.trim() }, body: '{"input":{"a":1}}' });
+    const res = await fetch(`${url}/v2/echo/runsync`, {
+      method: "POST",
+      headers: { authorization: key!.trim() },
+      body: '{"input":{"a":1}}',
+    });
     expect(((await res.json()) as { status: string }).status).toBe("COMPLETED");
     const children = childrenOf(server.proc.pid);
     expect(children.length).toBe(1);
@@ -52,7 +56,18 @@ test("a server killed with SIGKILL leaves no worker process behind", async () =>
 
 test("a spool worker supervisor killed with SIGKILL leaves no worker process behind", async () => {
   await using srv = await startTestServer();
-  await using supervisor = spawnProcess([process.execPath, CLI, "worker", resolve(import.meta.dir, "../../../handlers/examples/echo.ts"), "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+  await using supervisor = spawnProcess([
+    process.execPath,
+    CLI,
+    "worker",
+    resolve(import.meta.dir, "../../../handlers/examples/echo.ts"),
+    "--url",
+    srv.url,
+    "--endpoint",
+    "echo",
+    "--api-key",
+    srv.key,
+  ]);
   const [, queued] = await srv.json("POST", "/v2/echo/runsync", { input: { a: 1 } });
   expect(queued.status).toBe("COMPLETED");
   const children = childrenOf(supervisor.proc.pid);

@@ -2,7 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { floorWorkers, targetWorkers, type ScaleInput } from "../../../runtime/server/scaling/scale-decision.ts";
 import { SqliteStore } from "../../../runtime/server/store/sqlite/sqlite-store.ts";
 
-type Over = Omit<Partial<ScaleInput>, "config" | "stats"> & { config?: Partial<ScaleInput["config"]>; stats?: Partial<ScaleInput["stats"]> };
+type Over = Omit<Partial<ScaleInput>, "config" | "stats"> & {
+  config?: Partial<ScaleInput["config"]>;
+  stats?: Partial<ScaleInput["stats"]>;
+};
 
 const base = (over: Over): ScaleInput => ({
   current: 0,
@@ -31,7 +34,12 @@ describe("REQUEST_COUNT", () => {
     for (const [queued, inProgress, scalerValue, workersMin, workersMax, want] of cases) {
       const input = base({ stats: { queued, inProgress }, config: { scalerValue, workersMin, workersMax } });
       expect({ queued, inProgress, scalerValue, workersMin, workersMax, got: targetWorkers(input) }).toEqual({
-        queued, inProgress, scalerValue, workersMin, workersMax, got: want,
+        queued,
+        inProgress,
+        scalerValue,
+        workersMin,
+        workersMax,
+        got: want,
       });
     }
   });
@@ -43,8 +51,7 @@ describe("REQUEST_COUNT", () => {
 });
 
 describe("QUEUE_DELAY", () => {
-  const qd = (over: Over) =>
-    base({ ...over, config: { scalerType: "QUEUE_DELAY", scalerValue: 4, ...over.config } });
+  const qd = (over: Over) => base({ ...over, config: { scalerType: "QUEUE_DELAY", scalerValue: 4, ...over.config } });
 
   test("adds a worker once the oldest job has waited scalerValue seconds, not before", () => {
     const now = 100_000;
@@ -55,7 +62,9 @@ describe("QUEUE_DELAY", () => {
   test("starts one at once from zero, never while one is still starting, never past max", () => {
     const now = 100_000;
     expect(targetWorkers(qd({ current: 0, now, stats: { queued: 3, inProgress: 0, oldestQueuedAt: now } }))).toBe(1);
-    expect(targetWorkers(qd({ current: 1, initializing: 1, now, stats: { queued: 3, inProgress: 0, oldestQueuedAt: now - 60_000 } }))).toBe(1);
+    expect(targetWorkers(qd({ current: 1, initializing: 1, now, stats: { queued: 3, inProgress: 0, oldestQueuedAt: now - 60_000 } }))).toBe(
+      1,
+    );
     expect(targetWorkers(qd({ current: 5, now, stats: { queued: 3, inProgress: 5, oldestQueuedAt: now - 60_000 } }))).toBe(5);
   });
 
@@ -68,7 +77,13 @@ describe("QUEUE_DELAY", () => {
     const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
     try {
       const now = 100_000;
-      const job = (id: string, lowPriority: boolean) => ({ id, endpointId: "ep", input: {}, sync: false, policy: { executionTimeout: 60_000, ttl: 86_400_000, lowPriority } });
+      const job = (id: string, lowPriority: boolean) => ({
+        id,
+        endpointId: "ep",
+        input: {},
+        sync: false,
+        policy: { executionTimeout: 60_000, ttl: 86_400_000, lowPriority },
+      });
       for (const id of ["a", "b", "c"]) await store.enqueue(job(id, true), now);
       const low = await store.scalingStats("ep", now + 60_000, 60_000);
       expect(low.queuedLowPriority).toBe(3);

@@ -39,7 +39,13 @@ test("a worker that exits while Redis refuses writes (the store fails inside the
   const store = await RedisStore.connect(redis.url, { retention: RETENTION }, "{exitpath}:");
   const log = new MemoryLog();
   const provider = new KeptProvider();
-  await using srv = await startTestServer({ store, log, provider, server: { scaleIntervalMs: 3_600_000 }, endpoints: { ep: { handler: HOLD, workersMin: 1 } } });
+  await using srv = await startTestServer({
+    store,
+    log,
+    provider,
+    server: { scaleIntervalMs: 3_600_000 },
+    endpoints: { ep: { handler: HOLD, workersMin: 1 } },
+  });
   await until(() => provider.handles.length === 1, "the scaler to start the floor's worker");
   // Seen by the store (it has asked for work), so that forgetting it is a write.
   await until(async () => (await srv.json("GET", "/v2/ep/health"))[1].workers.idle === 1, "the worker to ask for work");
@@ -55,5 +61,9 @@ test("a worker that exits while Redis refuses writes (the store fails inside the
   }
   await until(async () => (await srv.call("GET", "/v2/ep/health")).status === 200, "the server to answer once Redis takes writes again");
   const line = JSON.parse(log.lines.find((l) => l.includes("could not forget an ended worker"))!);
-  expect(line).toMatchObject({ level: "warn", endpointId: "ep", error: "StoreUnavailableError: Redis is a read-only replica (after a failover?)" });
+  expect(line).toMatchObject({
+    level: "warn",
+    endpointId: "ep",
+    error: "StoreUnavailableError: Redis is a read-only replica (after a failover?)",
+  });
 });

@@ -85,7 +85,10 @@ describe("scaler with local worker processes", () => {
     const normal = await submit(srv, {});
     await scaler.tick();
     expect(scaler.running("ep").length).toBe(1);
-    await until(async () => (await status(srv, low)).status === "COMPLETED" && (await status(srv, normal)).status === "COMPLETED", "both jobs");
+    await until(
+      async () => (await status(srv, low)).status === "COMPLETED" && (await status(srv, normal)).status === "COMPLETED",
+      "both jobs",
+    );
   });
 
   test("QUEUE_DELAY adds a worker when a job has waited scalerValue seconds", async () => {

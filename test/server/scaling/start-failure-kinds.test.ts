@@ -16,7 +16,11 @@ type Endpoints = NonNullable<ConfigInput["endpoints"]>;
  */
 async function server(clock: ManualClock, endpoints: Endpoints): Promise<TestServer> {
   const limits = { rateLimits: { status: { requests: 1_000_000 }, run: { requests: 1_000_000 } } };
-  return startTestServer({ clock, server: { scaleIntervalMs: 3_600_000 }, endpoints: Object.fromEntries(Object.entries(endpoints).map(([id, ep]) => [id, { ...limits, ...ep }])) });
+  return startTestServer({
+    clock,
+    server: { scaleIntervalMs: 3_600_000 },
+    endpoints: Object.fromEntries(Object.entries(endpoints).map(([id, ep]) => [id, { ...limits, ...ep }])),
+  });
 }
 const health = async (srv: TestServer, ep: string) => (await srv.json("GET", `/v2/${ep}/health`))[1];
 const status = async (srv: TestServer, ep: string, id: string) => (await srv.json("GET", `/v2/${ep}/status/${id}`))[1];
@@ -31,10 +35,16 @@ describe("a handler that cannot load fails the queued jobs at its first failed s
       const missingModel = join(dir, "model.onnx");
       const cases: Record<string, { endpoint: Endpoints[string]; error: RegExp }> = {
         missing: { endpoint: { handler: join(dir, "nowhere.ts") }, error: /^spool: handler file not found: .*nowhere\.ts/ },
-        syntax: { endpoint: { handler: join(dir, "broken.ts") }, error: /^spool: cannot load .*broken\.ts:1:\d+: Expected identifier but found end of file/ },
+        syntax: {
+          endpoint: { handler: join(dir, "broken.ts") },
+          error: /^spool: cannot load .*broken\.ts:1:\d+: Expected identifier but found end of file/,
+        },
         noDefault: { endpoint: { handler: join(dir, "plain.ts") }, error: /plain\.ts must `export default defineHandler/ },
         options: { endpoint: { handler: FIXTURE, options: { model: 42 } }, error: /^spool: handler options: model: / },
-        setup: { endpoint: { handler: FIXTURE, options: { model: missingModel, permanent: true } }, error: /^spool: model file .*model\.onnx not found, and no download is configured/ },
+        setup: {
+          endpoint: { handler: FIXTURE, options: { model: missingModel, permanent: true } },
+          error: /^spool: model file .*model\.onnx not found, and no download is configured/,
+        },
       };
       const clock = new ManualClock(Date.now());
       await using srv = await server(clock, {
@@ -52,7 +62,12 @@ describe("a handler that cannot load fails the queued jobs at its first failed s
         expect(jobError(job).error_type).toBe("WorkerStartError");
         expect(jobError(job).error_message).toStartWith(`no worker of ${ep} could start (1 failed start): `);
         const h = await health(srv, ep);
-        expect([h.workers.failing, h.lastStartError.permanent, h.lastStartError.refusing, h.lastStartError.exitCode]).toEqual([1, true, true, 78]);
+        expect([h.workers.failing, h.lastStartError.permanent, h.lastStartError.refusing, h.lastStartError.exitCode]).toEqual([
+          1,
+          true,
+          true,
+          78,
+        ]);
         expect(h.lastStartError.message).toMatch(c.error);
         expect(h.lastStartError.message).toEndWith("(exited with code 78 before it was ready; trying again will not help)");
         expect((await srv.call("POST", `/v2/${ep}/run`, { input: {} })).status).toBe(503);
@@ -104,7 +119,9 @@ describe("failures that may pass (setup throws) refuse work only after startFail
 
   test("with both the limit and the window reached, the queued job fails and submissions get 503", async () => {
     const clock = new ManualClock(Date.now());
-    await using srv = await server(clock, { ep: { handler: FIXTURE, options: { model: "/nonexistent/model.onnx" }, startFailureLimit: 2, startFailureWindowMs: 60_000 } });
+    await using srv = await server(clock, {
+      ep: { handler: FIXTURE, options: { model: "/nonexistent/model.onnx" }, startFailureLimit: 2, startFailureWindowMs: 60_000 },
+    });
     const id = (await srv.json("POST", "/v2/ep/run", { input: {} }))[1].id;
     await until(async () => (await health(srv, "ep")).workers.failing === 1, "failed start 1");
     await nextFailedStart(srv, clock, 2); // the limit, 30 s into the window
@@ -115,7 +132,9 @@ describe("failures that may pass (setup throws) refuse work only after startFail
       const s = await status(srv, "ep", id);
       return s.status === "FAILED" && s;
     }, "the job to fail");
-    expect(jobError(job).error_message).toMatch(/^no worker of ep could start \(3 failed starts\): spool: model file \/nonexistent\/model\.onnx not found \(exited with code 1 before it was ready\)$/);
+    expect(jobError(job).error_message).toMatch(
+      /^no worker of ep could start \(3 failed starts\): spool: model file \/nonexistent\/model\.onnx not found \(exited with code 1 before it was ready\)$/,
+    );
     expect((await srv.call("POST", "/v2/ep/run", { input: {} })).status).toBe(503);
   }, 60_000);
 });

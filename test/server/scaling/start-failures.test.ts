@@ -17,7 +17,15 @@ async function failingServer(endpoint: NonNullable<ConfigInput["endpoints"]>[str
     log,
     server: { scaleIntervalMs: 20 },
     // No window: the limit alone makes the endpoint fail (the window has tests of its own).
-    endpoints: { ep: { startFailureLimit: 2, startFailureWindowMs: 0, idleTimeout: 3600, rateLimits: { status: { requests: 1_000_000 } }, ...endpoint } },
+    endpoints: {
+      ep: {
+        startFailureLimit: 2,
+        startFailureWindowMs: 0,
+        idleTimeout: 3600,
+        rateLimits: { status: { requests: 1_000_000 } },
+        ...endpoint,
+      },
+    },
   });
 }
 const health = async (srv: TestServer) => (await srv.json("GET", "/v2/ep/health"))[1];
@@ -27,7 +35,8 @@ async function startFailureMetric(srv: TestServer): Promise<number> {
 }
 
 /** The job's error as RunPod's shape: the JSON text of {error_type, error_message, ...}. */
-const jobError = (job: { error: string }) => JSON.parse(job.error) as { error_type: string; error_message: string; error_traceback: string };
+const jobError = (job: { error: string }) =>
+  JSON.parse(job.error) as { error_type: string; error_message: string; error_traceback: string };
 
 describe("workers that cannot start", () => {
   const cases = [
@@ -83,7 +92,10 @@ describe("workers that cannot start", () => {
 
   test("onStartFailure queue: the job keeps waiting and submissions are accepted, with the error on /health", async () => {
     const log = new MemoryLog();
-    await using srv = await failingServer({ handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, onStartFailure: "queue" }, log);
+    await using srv = await failingServer(
+      { handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, onStartFailure: "queue" },
+      log,
+    );
     const [, queued] = await srv.json("POST", "/v2/ep/run", { input: {} });
     await until(async () => (await health(srv)).workers.failing >= 3, "three failed starts", 60_000);
     const h = await health(srv);
@@ -94,7 +106,10 @@ describe("workers that cannot start", () => {
 
   test("a runsync and an OpenAI request waiting on jobs are answered at once when the endpoint fails", async () => {
     const log = new MemoryLog();
-    await using srv = await failingServer({ handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, openaiWaitMs: 300_000 }, log);
+    await using srv = await failingServer(
+      { handler: FIXTURE, options: { model: "/nonexistent/missing.onnx" }, openaiWaitMs: 300_000 },
+      log,
+    );
     const openai = srv.call("POST", "/v2/ep/openai/v1/chat/completions", { model: "m", messages: [{ role: "user", content: "hi" }] });
     const [status, job] = await srv.json("POST", "/v2/ep/runsync?wait=300000", { input: {} });
     expect(status).toBe(200);
@@ -102,15 +117,34 @@ describe("workers that cannot start", () => {
     expect(jobError(job).error_type).toBe("WorkerStartError");
     const answer = await openai;
     expect(answer.status).toBe(503);
-    expect(((await answer.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "worker_start_failed", message: expect.stringMatching(/model file \/nonexistent\/missing\.onnx not found/) });
+    expect(((await answer.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "worker_start_failed",
+      message: expect.stringMatching(/model file \/nonexistent\/missing\.onnx not found/),
+    });
   }, 90_000);
 
   test("a worker that connects itself reports its start failure on a ping; its next request clears it", async () => {
     await using srv = await startTestServer({ endpoints: { ext: { startFailureLimit: 1, startFailureWindowMs: 0 } } });
     const [, queued] = await srv.json("POST", "/v2/ext/run", { input: {} });
     const worker = Bun.spawn(
-      [process.execPath, resolve(import.meta.dir, "../../../runtime/cli.ts"), "worker", FIXTURE, "--no-supervise", "--url", srv.url, "--endpoint", "ext", "--worker-id", "outside-1"],
-      { env: { ...process.env, SPOOL_API_KEY: srv.key, SPOOL_HANDLER_OPTIONS: JSON.stringify({ model: "/nonexistent/model.gguf" }) }, stdout: "ignore", stderr: "ignore" },
+      [
+        process.execPath,
+        resolve(import.meta.dir, "../../../runtime/cli.ts"),
+        "worker",
+        FIXTURE,
+        "--no-supervise",
+        "--url",
+        srv.url,
+        "--endpoint",
+        "ext",
+        "--worker-id",
+        "outside-1",
+      ],
+      {
+        env: { ...process.env, SPOOL_API_KEY: srv.key, SPOOL_HANDLER_OPTIONS: JSON.stringify({ model: "/nonexistent/model.gguf" }) },
+        stdout: "ignore",
+        stderr: "ignore",
+      },
     );
     expect(await worker.exited).toBe(1);
     const h = (await srv.json("GET", "/v2/ext/health"))[1];
@@ -125,4 +159,3 @@ describe("workers that cannot start", () => {
     expect((await srv.call("POST", "/v2/ext/run", { input: {} })).status).toBe(200);
   });
 });
-

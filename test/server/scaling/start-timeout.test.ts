@@ -39,7 +39,15 @@ test("a worker whose setup never ends is ended at startTimeoutMs: its process is
       clock,
       provider,
       server: { scaleIntervalMs: 3_600_000, killGraceMs: 200 },
-      endpoints: { ep: { handler: FIXTURE, options: { model: join(dir, "model.onnx"), hang: true, pidFile }, workersMax: 1, startTimeoutMs: 30_000, rateLimits: { status: { requests: 1_000_000 } } } },
+      endpoints: {
+        ep: {
+          handler: FIXTURE,
+          options: { model: join(dir, "model.onnx"), hang: true, pidFile },
+          workersMax: 1,
+          startTimeoutMs: 30_000,
+          rateLimits: { status: { requests: 1_000_000 } },
+        },
+      },
     });
     const health = async () => (await srv.json("GET", "/v2/ep/health"))[1];
     const scaler = srv.server.scaler;

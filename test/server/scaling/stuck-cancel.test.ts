@@ -19,7 +19,15 @@ const policy = { executionTimeout: 600_000 };
 function stuckServer(): Promise<TestServer> {
   return startTestServer({
     server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100, scaleIntervalMs: 100, killGraceMs: 500 },
-    endpoints: { ep: { handler: STUCK, env, workersMax: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } } } },
+    endpoints: {
+      ep: {
+        handler: STUCK,
+        env,
+        workersMax: 1,
+        idleTimeout: 1,
+        rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } },
+      },
+    },
   });
 }
 
@@ -58,17 +66,25 @@ describe("a cancelled job whose handler never yields, on a worker the scaler sta
     const [, blocked] = await srv.json("POST", "/v2/ep/run", { input: { mode: "blocked" }, policy });
     const [, quick] = await srv.json("POST", "/v2/ep/run", { input: { mode: "quick" }, policy });
     // Both go to the first worker in one take (the process boots after both were queued).
-    await until(async () => (await status(srv, blocked.id)) === "IN_PROGRESS" && (await status(srv, quick.id)) === "IN_PROGRESS", "both jobs to start", 30_000);
+    await until(
+      async () => (await status(srv, blocked.id)) === "IN_PROGRESS" && (await status(srv, quick.id)) === "IN_PROGRESS",
+      "both jobs to start",
+      30_000,
+    );
     const [stuckPid] = livePids();
 
     const { maxAlive } = await cancelAndWatch(srv, blocked.id, stuckPid!);
     expect(maxAlive).toBe(1);
     // The quick job's result was never posted from the blocked process: it follows the
     // worker-loss rule, and a replacement runs it.
-    const done = await until(async () => {
-      const [, s] = await srv.json("GET", `/v2/ep/status/${quick.id}`);
-      return s.status === "COMPLETED" && s;
-    }, "the held-up job to complete on a replacement", 30_000);
+    const done = await until(
+      async () => {
+        const [, s] = await srv.json("GET", `/v2/ep/status/${quick.id}`);
+        return s.status === "COMPLETED" && s;
+      },
+      "the held-up job to complete on a replacement",
+      30_000,
+    );
     expect(done.output.pid).toBeNumber();
     expect(livePids()).not.toContain(stuckPid!);
     expect((await srv.store.get("ep", quick.id, Date.now()))?.losses).toBe(1);

@@ -16,7 +16,15 @@ async function stuckServer(): Promise<TestServer> {
   return startTestServer({
     server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100, scaleIntervalMs: 100, killGraceMs: 500 },
     // The test reads status at every turn: far more than the specification's window allows.
-    endpoints: { ep: { handler: STUCK, env: pids.env, workersMax: 1, idleTimeout: 1, rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } } } },
+    endpoints: {
+      ep: {
+        handler: STUCK,
+        env: pids.env,
+        workersMax: 1,
+        idleTimeout: 1,
+        rateLimits: { status: { requests: 1_000_000 }, runsync: { requests: 1_000_000 } },
+      },
+    },
   });
 }
 
@@ -27,7 +35,13 @@ describe("a handler that never yields, on a worker the scaler started", () => {
       const [, sub] = await srv.json("POST", "/v2/ep/run", { input: { mode }, policy: { executionTimeout: 6_000 } });
       const stuckPid = await until(() => livePids()[0], "the worker process to start");
       // Watch until the stuck process is gone: the job's status, health and the process count at every turn.
-      const { maxAlive, shown: states } = await watchUntilGone(srv, "ep", stuckPid, livePids, async () => `${(await srv.json("GET", `/v2/ep/status/${sub.id}`))[1].status}:`);
+      const { maxAlive, shown: states } = await watchUntilGone(
+        srv,
+        "ep",
+        stuckPid,
+        livePids,
+        async () => `${(await srv.json("GET", `/v2/ep/status/${sub.id}`))[1].status}:`,
+      );
       expect(maxAlive).toBe(1);
       // Past its deadline the job is final, and its worker is stopping, never idle.
       expect([...states].filter((s) => s.startsWith("TIMED_OUT"))).not.toContain("TIMED_OUT:idle");

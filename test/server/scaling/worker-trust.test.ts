@@ -34,8 +34,13 @@ for (const sandbox of SANDBOXES) {
           victim: { handler: HOLD, workersMax: 0 },
         },
       });
-      const queued = [(await srv.json("POST", "/v2/victim/run", { input: { hold: true } }))[1].id, (await srv.json("POST", "/v2/victim/run", { input: { hold: true } }))[1].id];
-      const [, spied] = await srv.json("POST", "/v2/spy/runsync", { input: { server: srv.url, victim: "victim", configFile, secretName: SECRET } });
+      const queued = [
+        (await srv.json("POST", "/v2/victim/run", { input: { hold: true } }))[1].id,
+        (await srv.json("POST", "/v2/victim/run", { input: { hold: true } }))[1].id,
+      ];
+      const [, spied] = await srv.json("POST", "/v2/spy/runsync", {
+        input: { server: srv.url, victim: "victim", configFile, secretName: SECRET },
+      });
       expect(spied.status).toBe("COMPLETED");
       const seen = spied.output;
       // Another endpoint's queue: the key is limited to the spy's own endpoint.
@@ -73,8 +78,14 @@ test("with bubblewrap, a data dir reached through a symlink is hidden all the sa
     mkdirSync(real);
     writeFileSync(join(real, "webhook-secret"), "whsec_...");
     symlinkSync(real, join(root, "data"));
-    await using srv = await startTestServer({ configFile, server: { sandbox: "bubblewrap", data: join(root, "data") }, endpoints: { spy: { handler: SPY, workersMax: 1 } } });
-    const [, spied] = await srv.json("POST", "/v2/spy/runsync", { input: { server: srv.url, victim: "victim", configFile, secretName: SECRET } });
+    await using srv = await startTestServer({
+      configFile,
+      server: { sandbox: "bubblewrap", data: join(root, "data") },
+      endpoints: { spy: { handler: SPY, workersMax: 1 } },
+    });
+    const [, spied] = await srv.json("POST", "/v2/spy/runsync", {
+      input: { server: srv.url, victim: "victim", configFile, secretName: SECRET },
+    });
     expect(spied.status).toBe("COMPLETED");
     expect(spied.output.dataDirEntries).toEqual(["endpoints"]);
   } finally {

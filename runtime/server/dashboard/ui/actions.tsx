@@ -4,7 +4,14 @@ import type { Session } from "./session.ts";
 const READ_ONLY = "This key is read-only: it may look, not change anything";
 
 /** A button for a change (cancel, retry, purge): disabled for a read-only key, reports its answer. */
-export function ActionButton(props: { session: Session; label: string; confirm?: string; run: () => Promise<string>; disabled?: boolean; class?: string }) {
+export function ActionButton(props: {
+  session: Session;
+  label: string;
+  confirm?: string;
+  run: () => Promise<string>;
+  disabled?: boolean;
+  class?: string;
+}) {
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState<{ text: string; error: boolean } | null>(null);
   const blocked = !props.session.canAct;

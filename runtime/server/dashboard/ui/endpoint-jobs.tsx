@@ -74,7 +74,9 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
         {ep} <span class="muted">jobs</span>
       </h1>
       <p class="actions">
-        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}/playground`}>Playground</a>
+        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}/playground`}>
+          Playground
+        </a>
         <PurgeButton session={session} ep={ep} />
       </p>
       <div class="toolbar">
@@ -89,15 +91,29 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
         >
           <option value="">all</option>
           {STATUSES.map((s) => (
-            <option key={s} value={s}>{s}</option>
+            <option key={s} value={s}>
+              {s}
+            </option>
           ))}
         </select>
-        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
-        <button type="button" disabled={!next} onClick={() => setCursors([...cursors, next])}>Older</button>
+        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          Newer
+        </button>
+        <button type="button" disabled={!next} onClick={() => setCursors([...cursors, next])}>
+          Older
+        </button>
         <span class="muted">page {cursors.length}</span>
       </div>
-      {error && <p role="alert" class="error">{error}</p>}
-      {jobs && jobs.length === 0 && <p>No {status || ""} jobs{status ? "" : " yet"}.</p>}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+      {jobs && jobs.length === 0 && (
+        <p>
+          No {status || ""} jobs{status ? "" : " yet"}.
+        </p>
+      )}
       {jobs && jobs.length > 0 && (
         <table class="jobs">
           <caption class="sr-only">Recent jobs of {ep}, newest first</caption>
@@ -119,14 +135,17 @@ export function EndpointJobs({ session, endpoint }: { session: Session; endpoint
                   <a href={`#/endpoints/${encodeURIComponent(ep)}/jobs/${encodeURIComponent(j.id)}`}>{j.id}</a>
                 </td>
                 <td>
-                  <span class={`status s-${j.status}`} data-status={j.status}>{j.status}</span>
+                  <span class={`status s-${j.status}`} data-status={j.status}>
+                    {j.status}
+                  </span>
                 </td>
                 <td>{clock(j.createdAt)}</td>
                 <td>{ms(j.delayTime)}</td>
                 <td>{ms(j.executionTime)}</td>
                 <td class="mono">{j.workerId ?? "–"}</td>
                 <td>
-                  <CancelButton session={session} ep={ep} id={j.id} status={j.status} /> <RetryButton session={session} ep={ep} id={j.id} status={j.status} />
+                  <CancelButton session={session} ep={ep} id={j.id} status={j.status} />{" "}
+                  <RetryButton session={session} ep={ep} id={j.id} status={j.status} />
                 </td>
               </tr>
             ))}

@@ -24,12 +24,16 @@ export class EventsHub {
   async #run(api: Api): Promise<void> {
     while (!this.#stop.signal.aborted) {
       await api
-        .follow("/dashboard/api/events", (e) => {
-          if (e.event === "ready") this.#setConnected(true);
-          if (e.event !== "job") return;
-          const event = JSON.parse(e.data) as DashboardEvent;
-          for (const l of this.#listeners) l(event);
-        }, this.#stop.signal)
+        .follow(
+          "/dashboard/api/events",
+          (e) => {
+            if (e.event === "ready") this.#setConnected(true);
+            if (e.event !== "job") return;
+            const event = JSON.parse(e.data) as DashboardEvent;
+            for (const l of this.#listeners) l(event);
+          },
+          this.#stop.signal,
+        )
         .catch(() => {});
       this.#setConnected(false);
       if (!this.#stop.signal.aborted) await new Promise((r) => setTimeout(r, 1000));

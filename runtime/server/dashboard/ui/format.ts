@@ -28,7 +28,9 @@ export function textOf(value: unknown): string | null {
     if (Array.isArray(v.text) && v.text.every((t) => typeof t === "string")) return (v.text as string[]).join("");
     if (Array.isArray(v.tokens) && v.tokens.every((t) => typeof t === "string")) return (v.tokens as string[]).join("");
     if (Array.isArray(v.choices)) {
-      const parts = v.choices.map((c: any) => c?.text ?? c?.delta?.content ?? c?.message?.content ?? (Array.isArray(c?.tokens) ? c.tokens.join("") : null));
+      const parts = v.choices.map(
+        (c: any) => c?.text ?? c?.delta?.content ?? c?.message?.content ?? (Array.isArray(c?.tokens) ? c.tokens.join("") : null),
+      );
       return parts.every((p) => typeof p === "string") ? parts.join("") : null;
     }
   }

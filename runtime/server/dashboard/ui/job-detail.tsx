@@ -43,14 +43,21 @@ export function JobDetailView({ session, endpoint, id }: { session: Session; end
       <h1>
         Job <span class="mono">{id}</span>{" "}
         {status && (
-          <span class={`status s-${status.status}`} data-testid="job-status">{status.status}</span>
+          <span class={`status s-${status.status}`} data-testid="job-status">
+            {status.status}
+          </span>
         )}
       </h1>
-      {error && <p role="alert" class="error">{error}</p>}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
       {live.error && !error && <p class="muted">{live.error}</p>}
       {status && (
         <p class="actions">
-          <CancelButton session={session} ep={ep} id={id} status={status.status} /> <RetryButton session={session} ep={ep} id={id} status={status.status} />
+          <CancelButton session={session} ep={ep} id={id} status={status.status} />{" "}
+          <RetryButton session={session} ep={ep} id={id} status={status.status} />
         </p>
       )}
       {job && (
@@ -76,7 +83,11 @@ export function JobDetailView({ session, endpoint, id }: { session: Session; end
             {job.retries ?? 0} / {job.losses ?? 0}
           </dd>
           <dt>Policy</dt>
-          <dd class="mono">{job.policy ? `executionTimeout ${job.policy.executionTimeout} ms, ttl ${job.policy.ttl} ms${job.policy.lowPriority ? ", low priority" : ""}` : "–"}</dd>
+          <dd class="mono">
+            {job.policy
+              ? `executionTimeout ${job.policy.executionTimeout} ms, ttl ${job.policy.ttl} ms${job.policy.lowPriority ? ", low priority" : ""}`
+              : "–"}
+          </dd>
         </dl>
       )}
       {progress !== undefined && (

@@ -22,18 +22,26 @@ export function JobOutput(props: { output: unknown; chunks: Array<{ output: unkn
             data-testid="output-image"
           />
           <figcaption>
-            <a href={image} target="_blank" rel="noreferrer">Open the image</a>
+            <a href={image} target="_blank" rel="noreferrer">
+              Open the image
+            </a>
           </figcaption>
         </figure>
       )}
       {!image && streamed !== null && (
         <div class="text-output" aria-live="polite" data-testid="output-text">
           {streamed}
-          {props.status === "IN_PROGRESS" && <span class="cursor" aria-hidden="true">▍</span>}
+          {props.status === "IN_PROGRESS" && (
+            <span class="cursor" aria-hidden="true">
+              ▍
+            </span>
+          )}
         </div>
       )}
       {!image && streamed === null && finalText !== null && (
-        <div class="text-output" data-testid="output-text">{finalText}</div>
+        <div class="text-output" data-testid="output-text">
+          {finalText}
+        </div>
       )}
       {!image && streamed === null && chunks.length > 0 && !onlyTheOutput(chunks, output) && (
         <details open>

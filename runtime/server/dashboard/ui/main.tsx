@@ -50,20 +50,25 @@ function App() {
       hub.onConnection = setLive;
       // A 401 is either a call out of the key's scope or a key revoked since sign-in: ask again.
       api.onUnauthorized = () => {
-        fetch("/dashboard/api/endpoints", { headers: { authorization: `Bearer ${key}` } }).then((res) => {
-          if (res.status !== 401) return;
-          hub.close();
-          savedKey.clear();
-          setSession(null);
-          setError("Signed out: this API key is no longer valid (revoked?)");
-        }, () => {});
+        fetch("/dashboard/api/endpoints", { headers: { authorization: `Bearer ${key}` } }).then(
+          (res) => {
+            if (res.status !== 401) return;
+            hub.close();
+            savedKey.clear();
+            setSession(null);
+            setError("Signed out: this API key is no longer valid (revoked?)");
+          },
+          () => {},
+        );
       };
       setSession({ api, key: info, endpoints, hub, canAct: info.scope === "full" || info.scope === "client" });
       setError(null);
       return true;
     } catch (err) {
       savedKey.clear();
-      setError(err instanceof ApiError && err.status === 401 ? `Sign-in refused: ${err.message}` : `Sign-in failed: ${(err as Error).message}`);
+      setError(
+        err instanceof ApiError && err.status === 401 ? `Sign-in refused: ${err.message}` : `Sign-in failed: ${(err as Error).message}`,
+      );
       return false;
     }
   }
@@ -96,7 +101,9 @@ function App() {
   return (
     <>
       <header class="top">
-        <a href="#/" class="brand">Spool</a>
+        <a href="#/" class="brand">
+          Spool
+        </a>
         <nav aria-label="Endpoints">
           <ul>
             {session.endpoints.map((e) => (
@@ -113,7 +120,9 @@ function App() {
             {live ? "● live" : "○ reconnecting"}
           </span>{" "}
           {session.key.name} <span class="scope">({session.key.scope})</span>{" "}
-          <button type="button" onClick={signOut}>Sign out</button>
+          <button type="button" onClick={signOut}>
+            Sign out
+          </button>
         </span>
       </header>
       <main>

@@ -29,7 +29,10 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
   const ep = endpoint.id;
   useLiveRefresh(session.hub, ep, async () => {
     try {
-      const [h, s] = await Promise.all([session.api.health(ep), session.api.stats(ep).catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e)))]);
+      const [h, s] = await Promise.all([
+        session.api.health(ep),
+        session.api.stats(ep).catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
+      ]);
       setHealth(h);
       setStats(s);
       setError(null);
@@ -45,9 +48,14 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
         <a href={`#/endpoints/${encodeURIComponent(ep)}`}>{ep}</a>
       </h2>
       <p class="muted">
-        {endpoint.handler ?? "outside workers"} · workers {endpoint.workersMin}–{endpoint.workersMax} · {endpoint.scalerType} {endpoint.scalerValue}
+        {endpoint.handler ?? "outside workers"} · workers {endpoint.workersMin}–{endpoint.workersMax} · {endpoint.scalerType}{" "}
+        {endpoint.scalerValue}
       </p>
-      {error && <p role="alert" class="error">{error}</p>}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
       {health?.lastStartError && <StartError endpoint={endpoint} report={health.lastStartError} />}
       <dl class="figures">
         <div>
@@ -72,7 +80,10 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
         </div>
       </dl>
       <p class="workers">
-        Workers: {health ? `${health.workers.initializing} initializing, ${health.workers.idle} idle, ${health.workers.running} running, ${health.workers.unhealthy} unhealthy` : "…"}
+        Workers:{" "}
+        {health
+          ? `${health.workers.initializing} initializing, ${health.workers.idle} idle, ${health.workers.running} running, ${health.workers.unhealthy} unhealthy`
+          : "…"}
       </p>
       <p class="latency">
         Delay p50 {ms(stats?.delayMs.p50)} · p95 {ms(stats?.delayMs.p95)}
@@ -81,8 +92,12 @@ function EndpointCard({ session, endpoint }: { session: Session; endpoint: Endpo
       </p>
       {stats && <StatsChart stats={stats} label={`${ep}: median delay and execution time per minute, last 30 minutes`} />}
       <p class="actions">
-        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}`}>Jobs</a>
-        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}/playground`}>Playground</a>
+        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}`}>
+          Jobs
+        </a>
+        <a class="button" href={`#/endpoints/${encodeURIComponent(ep)}/playground`}>
+          Playground
+        </a>
         <PurgeButton session={session} ep={ep} />
       </p>
     </section>
@@ -101,8 +116,8 @@ function StartError({ endpoint, report }: { endpoint: EndpointInfo; report: NonN
       : `Jobs stay queued until ${endpoint.startFailureLimit} failed starts in a row over ${duration(endpoint.startFailureWindowMs)}, then fail.`;
   return (
     <div role="alert" class="start-error" data-start-error>
-      <strong>Workers cannot start</strong> ({report.attempts} failed {report.attempts === 1 ? "start" : "starts"}, last {new Date(report.at).toLocaleTimeString()})
-      <pre>{report.message}</pre>
+      <strong>Workers cannot start</strong> ({report.attempts} failed {report.attempts === 1 ? "start" : "starts"}, last{" "}
+      {new Date(report.at).toLocaleTimeString()})<pre>{report.message}</pre>
       <p>{policy}</p>
     </div>
   );

@@ -86,19 +86,36 @@ export function Playground({ session, endpoint }: { session: Session; endpoint: 
               {schema
                 ? "This endpoint's input is not a plain list of fields: write it as JSON (the example comes from its handler)."
                 : "The server cannot read this endpoint's input schema (a built binary, or no handler): write the input as JSON."}
-              {schema?.description && <><br />{schema.description}</>}
+              {schema?.description && (
+                <>
+                  <br />
+                  {schema.description}
+                </>
+              )}
             </p>
           )}
           {asJson || !hasForm ? (
             <div class="field">
               <label for="pg-json">Input JSON</label>
-              <textarea id="pg-json" class="mono" rows={14} value={json} onInput={(e) => setJson(e.currentTarget.value)} spellcheck={false} />
+              <textarea
+                id="pg-json"
+                class="mono"
+                rows={14}
+                value={json}
+                onInput={(e) => setJson(e.currentTarget.value)}
+                spellcheck={false}
+              />
             </div>
           ) : (
             <SchemaFields schema={schema} values={values} onChange={setValues} idPrefix="pg" />
           )}
           <p class="actions">
-            <button type="submit" class="primary" disabled={busy || !session.canAct} title={session.canAct ? undefined : "This key is read-only: it may not run jobs"}>
+            <button
+              type="submit"
+              class="primary"
+              disabled={busy || !session.canAct}
+              title={session.canAct ? undefined : "This key is read-only: it may not run jobs"}
+            >
               Run
             </button>
             {hasForm && (
@@ -107,7 +124,11 @@ export function Playground({ session, endpoint }: { session: Session; endpoint: 
               </button>
             )}
           </p>
-          {error && <p role="alert" class="error">{error}</p>}
+          {error && (
+            <p role="alert" class="error">
+              {error}
+            </p>
+          )}
         </form>
         <section class="run-result" aria-labelledby="pg-result-h">
           <h2 id="pg-result-h">Result</h2>
@@ -116,7 +137,9 @@ export function Playground({ session, endpoint }: { session: Session; endpoint: 
             <>
               <p>
                 Job{" "}
-                <a class="mono" href={`#/endpoints/${encodeURIComponent(ep)}/jobs/${encodeURIComponent(jobId)}`}>{jobId}</a>{" "}
+                <a class="mono" href={`#/endpoints/${encodeURIComponent(ep)}/jobs/${encodeURIComponent(jobId)}`}>
+                  {jobId}
+                </a>{" "}
                 <span class={`status s-${status?.status ?? "IN_QUEUE"}`} data-testid="run-status" role="status">
                   {status?.status ?? "submitted"}
                 </span>{" "}
@@ -136,8 +159,14 @@ export function Playground({ session, endpoint }: { session: Session; endpoint: 
               {status?.status === "IN_PROGRESS" && status.output !== undefined && live.chunks.length === 0 && (
                 <p class="muted">Progress: {typeof status.output === "object" ? JSON.stringify(status.output) : String(status.output)}</p>
               )}
-              {status?.error !== undefined && <pre class="error">{typeof status.error === "string" ? status.error : pretty(status.error)}</pre>}
-              {live.error && <p role="alert" class="error">{live.error}</p>}
+              {status?.error !== undefined && (
+                <pre class="error">{typeof status.error === "string" ? status.error : pretty(status.error)}</pre>
+              )}
+              {live.error && (
+                <p role="alert" class="error">
+                  {live.error}
+                </p>
+              )}
               <JobOutput output={output} chunks={live.chunks} status={status?.status} input={submitted ?? undefined} />
             </>
           )}

@@ -92,13 +92,16 @@ export function SchemaFields(props: {
         const common = { id, name, "aria-describedby": help ? `${id}-hint` : undefined, required: required.has(name) && k !== "boolean" };
         const value = values[name];
         let control: JSX.Element;
-        if (k === "boolean") control = <input {...common} type="checkbox" checked={value === true} onChange={(e) => set(name, e.currentTarget.checked)} />;
+        if (k === "boolean")
+          control = <input {...common} type="checkbox" checked={value === true} onChange={(e) => set(name, e.currentTarget.checked)} />;
         else if (k === "enum") {
           control = (
             <select {...common} value={String(value)} onChange={(e) => set(name, e.currentTarget.value)}>
               {!required.has(name) && s.default === undefined && <option value="">(none)</option>}
               {s.enum!.map((v) => (
-                <option key={String(v)} value={String(v)}>{String(v)}</option>
+                <option key={String(v)} value={String(v)}>
+                  {String(v)}
+                </option>
               ))}
             </select>
           );
@@ -117,9 +120,26 @@ export function SchemaFields(props: {
             />
           );
         } else if (k === "string" && !/prompt|text|content/i.test(name)) {
-          control = <input {...common} type="text" value={String(value)} minLength={s.minLength} maxLength={s.maxLength} onInput={(e) => set(name, e.currentTarget.value)} />;
+          control = (
+            <input
+              {...common}
+              type="text"
+              value={String(value)}
+              minLength={s.minLength}
+              maxLength={s.maxLength}
+              onInput={(e) => set(name, e.currentTarget.value)}
+            />
+          );
         } else {
-          control = <textarea {...common} rows={k === "json" ? 4 : 3} class={k === "json" ? "mono" : undefined} value={String(value)} onInput={(e) => set(name, e.currentTarget.value)} />;
+          control = (
+            <textarea
+              {...common}
+              rows={k === "json" ? 4 : 3}
+              class={k === "json" ? "mono" : undefined}
+              value={String(value)}
+              onInput={(e) => set(name, e.currentTarget.value)}
+            />
+          );
         }
         return (
           <div class={`field field-${k}`} key={name}>

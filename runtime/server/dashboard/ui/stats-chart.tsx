@@ -18,7 +18,10 @@ export function StatsChart({ stats, label }: { stats: EndpointStats; label: stri
           width: 300,
           height: 120,
           legend: { show: true, live: false },
-          axes: [{ size: 28, font: "11px system-ui" }, { size: 56, font: "11px system-ui", values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${v / 1000}s` : `${v}ms`)) }],
+          axes: [
+            { size: 28, font: "11px system-ui" },
+            { size: 56, font: "11px system-ui", values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${v / 1000}s` : `${v}ms`)) },
+          ],
           // Points as well as lines: a minute with jobs between empty ones is still seen.
           series: [
             {},

@@ -5,7 +5,13 @@ import type { DashboardEvent, EventsHub } from "./events-hub.ts";
  * Calls `refresh` now, on every event of endpoint `ep` (at most once per `minGapMs`) and every
  * `everyMs` (worker states change without job events).
  */
-export function useLiveRefresh(hub: EventsHub, ep: string, refresh: () => Promise<void>, opts: { minGapMs?: number; everyMs?: number } = {}, deps: unknown[] = []) {
+export function useLiveRefresh(
+  hub: EventsHub,
+  ep: string,
+  refresh: () => Promise<void>,
+  opts: { minGapMs?: number; everyMs?: number } = {},
+  deps: unknown[] = [],
+) {
   const latest = useRef(refresh);
   latest.current = refresh;
   useEffect(() => {
@@ -27,10 +33,13 @@ export function useLiveRefresh(hub: EventsHub, ep: string, refresh: () => Promis
     };
     const schedule = () => {
       if (timer) return;
-      timer = setTimeout(() => {
-        timer = undefined;
-        void run();
-      }, Math.max(0, last + minGap - Date.now()));
+      timer = setTimeout(
+        () => {
+          timer = undefined;
+          void run();
+        },
+        Math.max(0, last + minGap - Date.now()),
+      );
     };
     void run();
     const off = hub.on((e: DashboardEvent) => {

@@ -1,1 +1,4 @@
-declare module "*.lua" { const text: string; export default text; }
+declare module "*.lua" {
+  const text: string;
+  export default text;
+}

@@ -120,7 +120,22 @@ export class ReservedAdmission {
   async admit(name: string, limit: RequestLimit, windowMs: number, now: number): Promise<Admission> {
     let b = this.#buckets.get(name);
     if (!b) {
-      b = { windowStart: -1, tokens: 0, free: [], inUse: new Set(), unsure: [], sinceAsked: 0, peak: 0, peaks: [], tokenChunk: 1, slotChunk: 1, lastTokensAt: -Infinity, lastSlotsAt: -Infinity, lastNow: now, refreshedAt: now };
+      b = {
+        windowStart: -1,
+        tokens: 0,
+        free: [],
+        inUse: new Set(),
+        unsure: [],
+        sinceAsked: 0,
+        peak: 0,
+        peaks: [],
+        tokenChunk: 1,
+        slotChunk: 1,
+        lastTokensAt: -Infinity,
+        lastSlotsAt: -Infinity,
+        lastNow: now,
+        refreshedAt: now,
+      };
       this.#buckets.set(name, b);
     }
     b.lastNow = Math.max(b.lastNow, now);
@@ -156,7 +171,8 @@ export class ReservedAdmission {
         p.then(clear, clear); // runs before the waiters resume: they look again with it cleared
       }
       const got = await b.pending;
-      if (needTokens && got.tokensRefused && got.windowStart === start && b.tokens === 0) return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
+      if (needTokens && got.tokensRefused && got.windowStart === start && b.tokens === 0)
+        return { ok: false, why: "window", retryAfterSeconds: got.retryAfterSeconds };
       if (needSlot && got.slotsRefused && b.free.length === 0) return { ok: false, why: "concurrent", retryAfterSeconds: 1 };
     }
     b.tokens--;
@@ -177,7 +193,16 @@ export class ReservedAdmission {
   }
 
   /** Asks Redis for a chunk of what the bucket lacks and adds what was granted. */
-  async #reserve(b: Bucket, name: string, limit: RequestLimit, windowMs: number, now: number, start: number, needTokens: boolean, needSlot: boolean): Promise<Reservation> {
+  async #reserve(
+    b: Bucket,
+    name: string,
+    limit: RequestLimit,
+    windowMs: number,
+    now: number,
+    start: number,
+    needTokens: boolean,
+    needSlot: boolean,
+  ): Promise<Reservation> {
     if (needTokens) {
       const lasted = now - b.lastTokensAt;
       b.lastTokensAt = now;
@@ -202,7 +227,8 @@ export class ReservedAdmission {
     }
     if (b.windowStart === start) b.tokens += got.tokens;
     const granted = ids.slice(0, got.slots);
-    if (this.#closed) void this.#backend.giveBack(name, granted).catch(() => {}); // closed while asking
+    if (this.#closed)
+      void this.#backend.giveBack(name, granted).catch(() => {}); // closed while asking
     else if (granted.length > 0) {
       b.free.push(...granted);
       this.#armTrim();
@@ -285,7 +311,10 @@ export class ReservedAdmission {
     this.#closed = true;
     clearTimeout(this.#trimTimer);
     this.#trimTimer = undefined;
-    const held = [...this.#buckets].map(([name, b]): [string, string[]] => [name, [...b.free.splice(0), ...b.inUse, ...b.unsure.splice(0)]]);
+    const held = [...this.#buckets].map(([name, b]): [string, string[]] => [
+      name,
+      [...b.free.splice(0), ...b.inUse, ...b.unsure.splice(0)],
+    ]);
     for (const b of this.#buckets.values()) b.inUse.clear();
     await Promise.all(held.filter(([, ids]) => ids.length > 0).map(([name, ids]) => this.#backend.giveBack(name, ids).catch(() => {})));
   }

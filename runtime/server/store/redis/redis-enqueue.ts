@@ -1,4 +1,12 @@
-import { IdempotencyConflictError, IdempotencyJobGoneError, QueueFullError, type EnqueuedJob, type IdempotencyRecord, type NewJob, type StoredJob } from "../store.ts";
+import {
+  IdempotencyConflictError,
+  IdempotencyJobGoneError,
+  QueueFullError,
+  type EnqueuedJob,
+  type IdempotencyRecord,
+  type NewJob,
+  type StoredJob,
+} from "../store.ts";
 import { fromReply, type JobReply } from "./redis-job-codec.ts";
 
 /** The part of an Idempotency-Key's Redis key after `idem:`: one per API key, endpoint and key. */

@@ -20,7 +20,10 @@ export async function keepSubscribed(subscriber: RedisClient, channel: string, e
     void subscriber
       .unsubscribe(channel)
       .then(() => subscriber.subscribe(channel, onMessage))
-      .then(() => events.resubscribed(), () => {});
+      .then(
+        () => events.resubscribed(),
+        () => {},
+      );
   const retry = () => {
     if (closing() || subscriber.connected) return;
     subscriber.connect().catch(() => setTimeout(retry, SUBSCRIBER_RETRY_MS).unref());

@@ -8,7 +8,13 @@ export function redisReservations(client: RedisClient, scripts: RedisScripts, pr
   return {
     reserve: async (r) => {
       const [tokens, slots, retryAfterSeconds] = (await scripts.run("reserve", [
-        r.now, r.bucket, r.limit.requests, r.limit.concurrent ?? "", r.windowMs, r.tokens, ...r.slots,
+        r.now,
+        r.bucket,
+        r.limit.requests,
+        r.limit.concurrent ?? "",
+        r.windowMs,
+        r.tokens,
+        ...r.slots,
       ])) as number[];
       return { tokens: tokens!, slots: slots!, retryAfterSeconds: retryAfterSeconds! };
     },

@@ -53,7 +53,8 @@ export class ScriptBatch {
     while (this.#waiting.length) {
       let n = 1;
       let chars = this.#waiting[0]!.chars;
-      while (n < this.#waiting.length && n < BATCH_CALLS && chars + this.#waiting[n]!.chars <= BATCH_CHARS) chars += this.#waiting[n++]!.chars;
+      while (n < this.#waiting.length && n < BATCH_CALLS && chars + this.#waiting[n]!.chars <= BATCH_CHARS)
+        chars += this.#waiting[n++]!.chars;
       this.#send(this.#waiting.splice(0, n));
     }
   }
@@ -68,7 +69,9 @@ export class ScriptBatch {
       (replies) => {
         this.#inFlight--;
         if (!Array.isArray(replies) || replies.length !== calls.length) {
-          const error = new Error(`${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
+          const error = new Error(
+            `${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`,
+          );
           return calls.forEach((c) => c.reject(error));
         }
         calls.forEach((c, i) => settle(c, replies[i] ?? null));

@@ -9,7 +9,12 @@ export function runsFromHash(h: Record<string, string>): Record<string, StartFai
   for (const [field, value] of Object.entries(h)) {
     if (!field.endsWith(":last")) continue;
     const ep = field.slice(0, -":last".length);
-    runs[ep] = { attempts: Number(h[`${ep}:n`] ?? 1), firstAt: Number(h[`${ep}:first`]), permanent: h[`${ep}:perm`] === "1", last: JSON.parse(value) };
+    runs[ep] = {
+      attempts: Number(h[`${ep}:n`] ?? 1),
+      firstAt: Number(h[`${ep}:first`]),
+      permanent: h[`${ep}:perm`] === "1",
+      last: JSON.parse(value),
+    };
   }
   return runs;
 }

@@ -5,9 +5,27 @@ import type { HealthResponse } from "../../../protocol/job-response.ts";
 import type {
   CancelOutcome,
   LogRead,
-  Admission, ApiKeyRecord, EndedJob, EnqueuedJob, IdempotencyRecord, JobResult, NewJob, RequestLimit, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, StoreOptions,
+  Admission,
+  ApiKeyRecord,
+  EndedJob,
+  EnqueuedJob,
+  IdempotencyRecord,
+  JobResult,
+  NewJob,
+  RequestLimit,
+  RetryOutcome,
+  ScalingStats,
+  StartFailure,
+  StartFailureRun,
+  Store,
+  StoreOptions,
   StoredJob,
-  StreamRead, SweepReport, UsageRow, WebhookDelivery, WorkerReport, WorkerTouch,
+  StreamRead,
+  SweepReport,
+  UsageRow,
+  WebhookDelivery,
+  WorkerReport,
+  WorkerTouch,
 } from "../store.ts";
 import { ReservedAdmission } from "./redis-admission.ts";
 import { REPLY_TIMEOUT_MS, watchReplies, type ReplyWatch } from "./redis-watchdog.ts";
@@ -88,7 +106,12 @@ export class RedisStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
-    const reply = await this.#enqueues.run(now, [jobFields(job), JSON.stringify(job.input), maxQueued === undefined ? "" : String(maxQueued), handTo ?? ""]);
+    const reply = await this.#enqueues.run(now, [
+      jobFields(job),
+      JSON.stringify(job.input),
+      maxQueued === undefined ? "" : String(maxQueued),
+      handTo ?? "",
+    ]);
     return enqueued(job, now, handTo, reply);
   }
 
@@ -134,9 +157,17 @@ export class RedisStore implements Store {
     return r && streamRead(r, () => from);
   }
 
-  async appendLogs(workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number): Promise<{ truncated: boolean } | null> {
+  async appendLogs(
+    workerId: string,
+    jobId: string,
+    lines: JobLogLine[],
+    maxBytes: number,
+    now: number,
+  ): Promise<{ truncated: boolean } | null> {
     const pairs = lines.flatMap((l) => [logLineBytes(l), JSON.stringify(l)]);
-    const r = Number(await this.#scripts.run("appendLogs", [now, workerId, jobId, maxBytes, JSON.stringify(cutLine(now, maxBytes)), ...pairs]));
+    const r = Number(
+      await this.#scripts.run("appendLogs", [now, workerId, jobId, maxBytes, JSON.stringify(cutLine(now, maxBytes)), ...pairs]),
+    );
     return r < 0 ? null : { truncated: r === 1 };
   }
 
@@ -147,13 +178,27 @@ export class RedisStore implements Store {
     return { lines: lines.map((l) => JSON.parse(l) as JobLogLine), truncated: cut === "1" };
   }
 
-  async finish(workerId: string, jobId: string, result: JobResult, streamOutput: boolean, now: number, cost?: number): Promise<EndedJob | null> {
+  async finish(
+    workerId: string,
+    jobId: string,
+    result: JobResult,
+    streamOutput: boolean,
+    now: number,
+    cost?: number,
+  ): Promise<EndedJob | null> {
     const failed = "error" in result;
     const payload = failed ? result.error : result.output;
     const text = payload === undefined ? "" : JSON.stringify(payload);
     // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
-    const r = (await this.#finishes.run(now, [workerId, jobId, failed ? "error" : "output", text, String(pieces), costE10(cost)])) as JobReply | null;
+    const r = (await this.#finishes.run(now, [
+      workerId,
+      jobId,
+      failed ? "error" : "output",
+      text,
+      String(pieces),
+      costE10(cost),
+    ])) as JobReply | null;
     if (!r) return null;
     // The answer leaves out the input, and the output, which is the text sent (a result's), as stored.
     const h = replyFields(r);
@@ -200,8 +245,16 @@ export class RedisStore implements Store {
     };
   }
 
-  async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
-    const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as JobReply[]).map(replyFields);
+  async recent(
+    endpointId: string,
+    now: number,
+    limit: number,
+    before?: string,
+    status?: JobStatus,
+  ): Promise<{ jobs: StoredJob[]; next?: string }> {
+    const rows = ((await this.#scripts.run("recent", [now, endpointId, limit + 1, before ?? "", status ?? ""])) as JobReply[]).map(
+      replyFields,
+    );
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     // Queued jobs are listed in queue order: their cursor is the seq.
@@ -292,7 +345,13 @@ export class RedisStore implements Store {
   }
 
   async addStartFailure(endpointId: string, failure: StartFailure): Promise<StartFailureRun> {
-    const [attempts, first, perm] = (await this.#scripts.run("startFailed", [failure.at, endpointId, failure.at, failure.permanent ? "1" : "0", JSON.stringify(failure)])) as [number, string, string];
+    const [attempts, first, perm] = (await this.#scripts.run("startFailed", [
+      failure.at,
+      endpointId,
+      failure.at,
+      failure.permanent ? "1" : "0",
+      JSON.stringify(failure),
+    ])) as [number, string, string];
     return { attempts: Number(attempts), firstAt: Number(first), permanent: perm === "1", last: failure };
   }
 

@@ -47,7 +47,10 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
       },
       (err) => {
         reconnecting = undefined;
-        return notReady(err) ?? new StoreUnavailableError(`Redis refuses connections (down or restarting: ${String((err as Error)?.message ?? err)})`);
+        return (
+          notReady(err) ??
+          new StoreUnavailableError(`Redis refuses connections (down or restarting: ${String((err as Error)?.message ?? err)})`)
+        );
       },
     ));
   client.onclose = () => void (closed = true);
@@ -71,14 +74,17 @@ export function watchReplies(client: RedisClient, opts: { timeoutMs?: number } =
     );
   }) as RedisClient["send"];
 
-  const timer = setInterval(() => {
-    if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
-    trips++;
-    closed = true;
-    client.close(); // fails every command still waiting
-    progressAt = performance.now();
-    void reconnect(); // commands sent meanwhile wait for it (or fail with it)
-  }, Math.max(1, Math.floor(timeoutMs / 10)));
+  const timer = setInterval(
+    () => {
+      if (waiting === 0 || performance.now() - progressAt < timeoutMs) return;
+      trips++;
+      closed = true;
+      client.close(); // fails every command still waiting
+      progressAt = performance.now();
+      void reconnect(); // commands sent meanwhile wait for it (or fail with it)
+    },
+    Math.max(1, Math.floor(timeoutMs / 10)),
+  );
   timer.unref();
   return {
     stop: () => {
@@ -99,7 +105,8 @@ export function notReady(err: unknown): StoreUnavailableError | undefined {
   if (message.startsWith("LOADING")) return new StoreUnavailableError("Redis is loading its data after a restart");
   if (message.startsWith("READONLY")) return new StoreUnavailableError("Redis is a read-only replica (after a failover?)");
   if (message.startsWith("MASTERDOWN")) return new StoreUnavailableError("Redis is a replica that lost its primary");
-  if (/ECONNREFUSED|Connection refused/i.test(`${code} ${message}`)) return new StoreUnavailableError("Redis refuses connections (down or restarting)");
+  if (/ECONNREFUSED|Connection refused/i.test(`${code} ${message}`))
+    return new StoreUnavailableError("Redis refuses connections (down or restarting)");
   if (/CONNECTION_CLOSED|ECONNRESET|SOCKET_CLOSED|Connection (closed|reset)/i.test(`${code} ${message}`)) {
     return new StoreUnavailableError("the connection to Redis was closed or reset");
   }

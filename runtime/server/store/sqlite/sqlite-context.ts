@@ -70,7 +70,8 @@ export class SqliteContext {
    */
   anyExpired(now: number): boolean {
     if (this.#noExpiryBefore > now) return false;
-    if (this.db.query<{ x: number }, [number]>("SELECT 1 AS x FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? LIMIT 1").get(now)) return true;
+    if (this.db.query<{ x: number }, [number]>("SELECT 1 AS x FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? LIMIT 1").get(now))
+      return true;
     this.#noExpiryBefore = this.db.query<{ m: number | null }, []>("SELECT MIN(expires_at) AS m FROM jobs").get()?.m ?? Infinity;
     return false;
   }
@@ -154,7 +155,13 @@ export class SqliteContext {
   requeued(row: JobRow, announce: Announce): void {
     this.running.delete(row.id);
     const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
-    this.index.queued(row.endpoint, "IN_PROGRESS", { id: row.id, seq: row.seq, expiresAt: row.expires_at, queuedAt: row.queued_at, lowPriority });
+    this.index.queued(row.endpoint, "IN_PROGRESS", {
+      id: row.id,
+      seq: row.seq,
+      expiresAt: row.expires_at,
+      queuedAt: row.queued_at,
+      lowPriority,
+    });
     announce(topics.job(row.id));
     announce(topics.queue(row.endpoint));
   }

@@ -31,7 +31,12 @@ function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, w
       `UPDATE jobs SET status = 'FAILED', completed_at = ?, deadline = NULL, progress = NULL, error = ?,
          expires_at = ? WHERE id = ?`,
     )
-    .run(now, JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`), s.expiring(now + s.retentionOf(j)), j.id);
+    .run(
+      now,
+      JSON.stringify(`worker ${j.worker_id} was lost while running the job (${why}), twice`),
+      s.expiring(now + s.retentionOf(j)),
+      j.id,
+    );
   s.index.move(j.endpoint, "IN_PROGRESS", "FAILED");
   s.running.delete(j.id);
   s.owe(j.id, now, announce);
@@ -45,8 +50,18 @@ export const duties = {
    * the jobs it leaves out: one IN_PROGRESS on this worker since before `missingAfterMs` ago that
    * the worker no longer reports (its take answer was lost, say) follows the worker-loss rule.
    */
-  touchWorker(s: SqliteContext, workerId: string, endpointId: string, keyId: string, now: number, report: WorkerReport | undefined, announce: Announce): WorkerTouch | null {
-    const owner = s.db.query<{ endpoint: string; key_id: string }, [string]>("SELECT endpoint, key_id FROM workers WHERE id = ?").get(workerId);
+  touchWorker(
+    s: SqliteContext,
+    workerId: string,
+    endpointId: string,
+    keyId: string,
+    now: number,
+    report: WorkerReport | undefined,
+    announce: Announce,
+  ): WorkerTouch | null {
+    const owner = s.db
+      .query<{ endpoint: string; key_id: string }, [string]>("SELECT endpoint, key_id FROM workers WHERE id = ?")
+      .get(workerId);
     // A row from before ids had owners ('') is claimed by the key that uses it next.
     if (owner && (owner.endpoint !== endpointId || (owner.key_id !== "" && owner.key_id !== keyId))) return null;
     if (!owner && report?.knownOnly) return null;

@@ -5,7 +5,14 @@ import { json, toEndedJob } from "./sqlite-job-row.ts";
 import type { JobRow } from "./sqlite-schema.ts";
 
 /** Ends up to `limit` of the endpoint's live queued jobs FAILED with `error` (its workers cannot start), as a result would. */
-export function failQueuedJobs(s: SqliteContext, endpointId: string, error: unknown, now: number, limit: number, announce: Announce): EndedJob[] {
+export function failQueuedJobs(
+  s: SqliteContext,
+  endpointId: string,
+  error: unknown,
+  now: number,
+  limit: number,
+  announce: Announce,
+): EndedJob[] {
   // The queue in memory names the queued jobs; expired ones are left to the sweep.
   const queued: { id: string; seq: number }[] = [];
   for (const e of s.index.of(endpointId).queue.inOrder()) {
@@ -24,7 +31,12 @@ export function failQueuedJobs(s: SqliteContext, endpointId: string, error: unkn
       s.index.forget(endpointId, seq); // not queued after all
       continue;
     }
-    Object.assign(row, { status: "FAILED", error: text, completed_at: now, expires_at: s.expiring(now + s.retentionOf(row)) } satisfies Partial<JobRow>);
+    Object.assign(row, {
+      status: "FAILED",
+      error: text,
+      completed_at: now,
+      expires_at: s.expiring(now + s.retentionOf(row)),
+    } satisfies Partial<JobRow>);
     fail.run(text, now, row.expires_at, id);
     s.index.unqueued(endpointId, seq, "FAILED");
     announce(topics.job(id));

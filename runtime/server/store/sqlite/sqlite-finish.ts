@@ -46,7 +46,16 @@ export function finishJob(
     if (!changed) return null;
     const parsedError = error === null ? undefined : JSON.parse(error);
     const { input: _input, ...rest } = held; // held only with its input in its row, parsed already
-    ended = { ...rest, status, output: undefined, error: parsedError, progress: undefined, completedAt: now, deadline: undefined, expiresAt };
+    ended = {
+      ...rest,
+      status,
+      output: undefined,
+      error: parsedError,
+      progress: undefined,
+      completedAt: now,
+      deadline: undefined,
+      expiresAt,
+    };
     // As a row read back gives it: a long output keeps its text for the answers that carry it.
     if (output !== null && output.length >= RAW_JSON_CHARS) setJson(ended, "output", output);
     else if (!("error" in result)) ended.output = result.output;

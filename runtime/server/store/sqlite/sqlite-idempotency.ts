@@ -1,4 +1,11 @@
-import { IdempotencyConflictError, IdempotencyJobGoneError, type EnqueuedJob, type IdempotencyRecord, type NewJob, type StoredJob } from "../store.ts";
+import {
+  IdempotencyConflictError,
+  IdempotencyJobGoneError,
+  type EnqueuedJob,
+  type IdempotencyRecord,
+  type NewJob,
+  type StoredJob,
+} from "../store.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
 
 /** The key's row: one per API key, endpoint and Idempotency-Key. */
@@ -26,7 +33,9 @@ export const idempotency = {
   find(s: SqliteContext, keyId: string | undefined, endpointId: string, key: string, now: number): IdempotencyRecord | null {
     if (!s.idempotencyKeys) return null;
     const row = s.db
-      .query<{ job_id: string; body_hash: string; expires_at: number }, [string, number]>("SELECT job_id, body_hash, expires_at FROM idempotency_keys WHERE scope = ? AND expires_at > ?")
+      .query<{ job_id: string; body_hash: string; expires_at: number }, [string, number]>(
+        "SELECT job_id, body_hash, expires_at FROM idempotency_keys WHERE scope = ? AND expires_at > ?",
+      )
       .get(scopeOf(keyId, endpointId, key), now);
     if (!row) return null;
     const live = s.liveRow(endpointId, row.job_id, now);

@@ -73,7 +73,9 @@ export class JobIndex {
   rebuild(): void {
     this.#endpoints.clear();
     this.#keeping = 0;
-    const counts = this.db.query<{ endpoint: string; status: JobStatus; n: number }, []>("SELECT endpoint, status, COUNT(*) AS n FROM jobs GROUP BY endpoint, status");
+    const counts = this.db.query<{ endpoint: string; status: JobStatus; n: number }, []>(
+      "SELECT endpoint, status, COUNT(*) AS n FROM jobs GROUP BY endpoint, status",
+    );
     for (const r of counts.all()) this.of(r.endpoint).counts[r.status] = r.n;
     const queued = this.db.query<{ endpoint: string; id: string; seq: number; expires_at: number; queued_at: number; low: number }, []>(
       "SELECT endpoint, id, seq, expires_at, queued_at, COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low FROM jobs WHERE status = 'IN_QUEUE' ORDER BY endpoint, seq",

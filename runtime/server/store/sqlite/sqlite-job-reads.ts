@@ -22,9 +22,8 @@ export const jobReads = {
   health(s: SqliteContext, endpointId: string, now: number, workerLossTimeoutMs: number): HealthResponse {
     const n = liveCounts(s, endpointId, now);
     const retried =
-      s.db
-        .query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'")
-        .get(endpointId)?.value ?? 0;
+      s.db.query<{ value: number }, [string]>("SELECT value FROM counters WHERE endpoint = ? AND name = 'retried'").get(endpointId)
+        ?.value ?? 0;
     const workers = s.db
       .query<{ busy: number; unhealthy: string | null }, [number, string, number]>(
         `SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.worker_id = w.id AND j.status = 'IN_PROGRESS' AND j.expires_at > ?) AS busy,
@@ -45,7 +44,14 @@ export const jobReads = {
     };
   },
 
-  recent(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): { jobs: StoredJob[]; next?: string } {
+  recent(
+    s: SqliteContext,
+    endpointId: string,
+    now: number,
+    limit: number,
+    before?: string,
+    status?: JobStatus,
+  ): { jobs: StoredJob[]; next?: string } {
     return listJobs(s, endpointId, now, limit, before, status);
   },
 
@@ -90,7 +96,9 @@ export const jobReads = {
   /** How many queued jobs of its endpoint will be taken before this one; null unless it is queued. */
   queuePosition(s: SqliteContext, endpointId: string, jobId: string, now: number): number | null {
     const row = s.db
-      .query<{ seq: number }, [string, string, number]>("SELECT seq FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?")
+      .query<{ seq: number }, [string, string, number]>(
+        "SELECT seq FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?",
+      )
       .get(jobId, endpointId, now);
     if (!row) return null;
     if (!s.anyExpired(now)) return s.index.of(endpointId).queue.rank(row.seq);
@@ -112,7 +120,9 @@ function liveCounts(s: SqliteContext, endpointId: string, now: number): Record<J
   const n = { ...s.index.of(endpointId).counts };
   if (!s.anyExpired(now)) return n;
   const expired = s.db
-    .query<{ status: JobStatus; n: number }, [number, string]>("SELECT status, COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? GROUP BY status")
+    .query<{ status: JobStatus; n: number }, [number, string]>(
+      "SELECT status, COUNT(*) AS n FROM jobs INDEXED BY jobs_expiry WHERE expires_at <= ? AND endpoint = ? GROUP BY status",
+    )
     .all(now, endpointId);
   for (const e of expired) n[e.status] -= e.n;
   return n;

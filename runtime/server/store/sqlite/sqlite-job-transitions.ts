@@ -82,7 +82,14 @@ export const jobTransitions = {
       return taken;
     }
     const cache = input !== "" && s.index.keeping < KEEP_WRITTEN_AT_MOST;
-    s.index.queued(job.endpointId, null, { id: job.id, seq, expiresAt, queuedAt: now, lowPriority: job.policy.lowPriority, written: cache ? written : undefined });
+    s.index.queued(job.endpointId, null, {
+      id: job.id,
+      seq,
+      expiresAt,
+      queuedAt: now,
+      lowPriority: job.policy.lowPriority,
+      written: cache ? written : undefined,
+    });
     announce(topics.queue(job.endpointId));
     return written;
   },
@@ -127,7 +134,13 @@ export const jobTransitions = {
       }
       s.index.unqueued(endpointId, entry.seq, "IN_PROGRESS");
       announce(topics.job(entry.id));
-      const taken = Object.assign(job, { expiresAt: entry.expiresAt, status: "IN_PROGRESS", startedAt: now, workerId, deadline: deadline ?? undefined } as const);
+      const taken = Object.assign(job, {
+        expiresAt: entry.expiresAt,
+        status: "IN_PROGRESS",
+        startedAt: now,
+        workerId,
+        deadline: deadline ?? undefined,
+      } as const);
       jobs.push(taken);
       // Not one whose input is kept apart (read when first used): finish would read it.
       s.handedOut(taken, row?.input !== "");
@@ -211,7 +224,13 @@ export const jobTransitions = {
          WHERE id = ?`,
       )
       .run(seq, now, s.expiring(now + policy.ttl), jobId);
-    s.index.queued(endpointId, row.status as JobStatus, { id: jobId, seq, expiresAt: now + policy.ttl, queuedAt: now, lowPriority: policy.lowPriority });
+    s.index.queued(endpointId, row.status as JobStatus, {
+      id: jobId,
+      seq,
+      expiresAt: now + policy.ttl,
+      queuedAt: now,
+      lowPriority: policy.lowPriority,
+    });
     s.db
       .query(
         `INSERT INTO counters (endpoint, name, value) VALUES (?, 'retried', 1)
@@ -226,7 +245,9 @@ export const jobTransitions = {
   purgeQueue(s: SqliteContext, endpointId: string, now: number, announce: Announce): number {
     // The queue in memory names the queued jobs (no index of them on disk); expired ones are left to the sweep.
     const queued = [...s.index.of(endpointId).queue.inOrder()].filter((e) => e.expiresAt > now);
-    const drop = s.db.query<never, [string, string, number]>("DELETE FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?");
+    const drop = s.db.query<never, [string, string, number]>(
+      "DELETE FROM jobs WHERE id = ? AND endpoint = ? AND status = 'IN_QUEUE' AND expires_at > ?",
+    );
     let purged = 0;
     for (const { id, seq } of queued) {
       if (!drop.run(id, endpointId, now).changes) continue;

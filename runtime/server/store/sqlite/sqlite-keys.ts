@@ -28,7 +28,15 @@ export const apiKeys = {
   add(s: SqliteContext, key: ApiKeyRecord): void {
     s.db
       .query("INSERT INTO api_keys (id, name, hash, created_at, revoked_at, scope, endpoints) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .run(key.id, key.name, key.hash, key.createdAt, key.revokedAt ?? null, key.scope, key.endpoints ? JSON.stringify(key.endpoints) : null);
+      .run(
+        key.id,
+        key.name,
+        key.hash,
+        key.createdAt,
+        key.revokedAt ?? null,
+        key.scope,
+        key.endpoints ? JSON.stringify(key.endpoints) : null,
+      );
   },
 
   find(s: SqliteContext, hash: string): ApiKeyRecord | null {

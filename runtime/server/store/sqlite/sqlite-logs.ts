@@ -11,12 +11,26 @@ interface SizeRow {
 
 /** A job's log lines on the embedded store: rows of job_logs, counted in job_log_sizes. */
 export const jobLogs = {
-  append(s: SqliteContext, workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number, announce: Announce): { truncated: boolean } | null {
+  append(
+    s: SqliteContext,
+    workerId: string,
+    jobId: string,
+    lines: JobLogLine[],
+    maxBytes: number,
+    now: number,
+    announce: Announce,
+  ): { truncated: boolean } | null {
     const running = s.db
-      .query<{ x: number }, [string, string, number]>("SELECT 1 AS x FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?")
+      .query<{ x: number }, [string, string, number]>(
+        "SELECT 1 AS x FROM jobs WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' AND expires_at > ?",
+      )
       .get(jobId, workerId, now);
     if (!running) return null;
-    const size = s.db.query<SizeRow, [string]>("SELECT lines, bytes, truncated FROM job_log_sizes WHERE job_id = ?").get(jobId) ?? { lines: 0, bytes: 0, truncated: 0 };
+    const size = s.db.query<SizeRow, [string]>("SELECT lines, bytes, truncated FROM job_log_sizes WHERE job_id = ?").get(jobId) ?? {
+      lines: 0,
+      bytes: 0,
+      truncated: 0,
+    };
     if (size.truncated || !lines.length) return { truncated: size.truncated === 1 };
     const fit = fitLines(lines, size.bytes, maxBytes, now);
     const insert = s.db.query("INSERT INTO job_logs (job_id, seq, time, level, message) VALUES (?, ?, ?, ?, ?)");
@@ -34,7 +48,9 @@ export const jobLogs = {
   read(s: SqliteContext, endpointId: string, jobId: string, from: number, now: number): LogRead | null {
     if (!s.liveRow(endpointId, jobId, now)) return null;
     const lines = s.db
-      .query<{ time: number; level: LogLevel; message: string }, [string, number]>("SELECT time, level, message FROM job_logs WHERE job_id = ? AND seq >= ? ORDER BY seq")
+      .query<{ time: number; level: LogLevel; message: string }, [string, number]>(
+        "SELECT time, level, message FROM job_logs WHERE job_id = ? AND seq >= ? ORDER BY seq",
+      )
       .all(jobId, from)
       .map((r) => ({ time: r.time, level: r.level, message: r.message }));
     const size = s.db.query<Pick<SizeRow, "truncated">, [string]>("SELECT truncated FROM job_log_sizes WHERE job_id = ?").get(jobId);

@@ -27,7 +27,8 @@ export class LocalRequestCounter {
   admit(bucket: string, limit: RequestLimit, windowMs: number, now: number): Admission {
     const start = now - (now % windowMs);
     let window = this.#windows.get(bucket);
-    if (!window || window.start !== start || window.windowMs !== windowMs) this.#windows.set(bucket, (window = { start, windowMs, count: 0 }));
+    if (!window || window.start !== start || window.windowMs !== windowMs)
+      this.#windows.set(bucket, (window = { start, windowMs, count: 0 }));
     if (window.count >= limit.requests) {
       return { ok: false, why: "window", retryAfterSeconds: Math.max(1, Math.ceil((start + windowMs - now) / 1000)) };
     }

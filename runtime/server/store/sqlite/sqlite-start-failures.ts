@@ -10,7 +10,12 @@ interface RunRow {
   last: string;
 }
 
-const toRun = (r: RunRow): StartFailureRun => ({ attempts: r.attempts, firstAt: r.first_at, permanent: r.permanent === 1, last: JSON.parse(r.last) });
+const toRun = (r: RunRow): StartFailureRun => ({
+  attempts: r.attempts,
+  firstAt: r.first_at,
+  permanent: r.permanent === 1,
+  last: JSON.parse(r.last),
+});
 
 /** Runs of failed worker starts on the embedded store; the writes run inside the store's transaction. */
 export const startFailures = {

@@ -17,7 +17,23 @@ import { MIGRATIONS, SCHEMA, SCHEMA_VERSION } from "./sqlite-schema.ts";
 import type {
   CancelOutcome,
   LogRead,
-  Admission, ApiKeyRecord, EndedJob, JobResult, RequestLimit, NewJob, RetryOutcome, ScalingStats, StartFailure, StartFailureRun, Store, UsageRow, StoreOptions, StoredJob, StreamRead, SweepReport, WebhookDelivery,
+  Admission,
+  ApiKeyRecord,
+  EndedJob,
+  JobResult,
+  RequestLimit,
+  NewJob,
+  RetryOutcome,
+  ScalingStats,
+  StartFailure,
+  StartFailureRun,
+  Store,
+  UsageRow,
+  StoreOptions,
+  StoredJob,
+  StreamRead,
+  SweepReport,
+  WebhookDelivery,
   WorkerReport,
   WorkerTouch,
 } from "../store.ts";
@@ -28,7 +44,8 @@ import { jobLogs } from "./sqlite-logs.ts";
 import type { JobLogLine } from "../../../protocol/job-log.ts";
 
 /** A write that refused before changing anything: it fails its own call only. */
-const isRefusal = (e: unknown) => e instanceof QueueFullError || e instanceof IdempotencyConflictError || e instanceof IdempotencyJobGoneError;
+const isRefusal = (e: unknown) =>
+  e instanceof QueueFullError || e instanceof IdempotencyConflictError || e instanceof IdempotencyJobGoneError;
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** A write waiting for the next group commit. */
@@ -67,13 +84,15 @@ export class SqliteStore implements Store {
       this.#checkpointer.postMessage({ path, intervalMs: CHECKPOINT_INTERVAL_MS });
       this.#checkpointer.unref();
     }
-    this.#db.transaction(() => {
-      const from = (this.#db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
-      if (from > SCHEMA_VERSION) throw new Error(`${path} was written by a newer Spool (schema ${from} > ${SCHEMA_VERSION})`);
-      this.#db.run(SCHEMA);
-      for (let v = Math.max(from, 1) + 1; v <= SCHEMA_VERSION; v++) if (MIGRATIONS[v]) this.#db.run(MIGRATIONS[v]!);
-      this.#db.run(`PRAGMA user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        const from = (this.#db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+        if (from > SCHEMA_VERSION) throw new Error(`${path} was written by a newer Spool (schema ${from} > ${SCHEMA_VERSION})`);
+        this.#db.run(SCHEMA);
+        for (let v = Math.max(from, 1) + 1; v <= SCHEMA_VERSION; v++) if (MIGRATIONS[v]) this.#db.run(MIGRATIONS[v]!);
+        this.#db.run(`PRAGMA user_version = ${SCHEMA_VERSION}`);
+      })
+      .immediate();
     this.#sql = new SqliteContext(this.#db, options.retention);
     this.#requests = new LocalRequestCounter(new SqliteRateWindows(this.#db));
   }
@@ -140,7 +159,8 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
-    if (job.idempotency) return this.#tx((announce) => idempotency.once(this.#sql, job, now, () => this.#enqueue(job, now, announce, maxQueued, handTo)));
+    if (job.idempotency)
+      return this.#tx((announce) => idempotency.once(this.#sql, job, now, () => this.#enqueue(job, now, announce, maxQueued, handTo)));
     return this.#tx((announce) => this.#enqueue(job, now, announce, maxQueued, handTo));
   }
 
@@ -191,7 +211,13 @@ export class SqliteStore implements Store {
     return jobReads.readChunks(this.#sql, endpointId, jobId, from, now);
   }
 
-  async appendLogs(workerId: string, jobId: string, lines: JobLogLine[], maxBytes: number, now: number): Promise<{ truncated: boolean } | null> {
+  async appendLogs(
+    workerId: string,
+    jobId: string,
+    lines: JobLogLine[],
+    maxBytes: number,
+    now: number,
+  ): Promise<{ truncated: boolean } | null> {
     return this.#tx((announce) => jobLogs.append(this.#sql, workerId, jobId, lines, maxBytes, now, announce));
   }
 
@@ -230,7 +256,13 @@ export class SqliteStore implements Store {
     return jobReads.health(this.#sql, endpointId, now, workerLossTimeoutMs);
   }
 
-  async recent(endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Promise<{ jobs: StoredJob[]; next?: string }> {
+  async recent(
+    endpointId: string,
+    now: number,
+    limit: number,
+    before?: string,
+    status?: JobStatus,
+  ): Promise<{ jobs: StoredJob[]; next?: string }> {
     return jobReads.recent(this.#sql, endpointId, now, limit, before, status);
   }
 
