@@ -169,7 +169,8 @@ export class OwnedWorker {
       // the process is gone
     }
     for (const id of ids) {
-      if (this.watchdog.cancel(id)) continue;
+      // Running: its grace starts. Ended already (its stop came late): nothing to wait for.
+      if (this.watchdog.cancel(id) || this.watchdog.hasEnded(id)) continue;
       this.#pending.delete(id);
       this.#pending.set(id, this.#now());
       if (this.#pending.size > PENDING_MAX) this.#pending.delete(this.#pending.keys().next().value!);

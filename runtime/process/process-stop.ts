@@ -25,6 +25,8 @@ export function terminate(proc: OwnedProcess, graceMs: number, more: () => numbe
   })();
 }
 
+/** How many ended job ids a watchdog remembers. */
+const ENDED_KEPT = 1_000;
 /** The longest job deadline or grace a worker may report (RunPod's longest executionTimeout is 7 days). */
 const MAX_REPORTED_MS = 7 * 24 * 3600_000;
 /** A reported duration as a number the watchdog can wait on: 0 to MAX_REPORTED_MS. */
@@ -44,6 +46,8 @@ interface WatchedJob {
  */
 export class JobWatchdog {
   readonly #jobs = new Map<string, WatchedJob>();
+  /** Jobs this process reported ended lately: a stop that comes for one after is nothing to wait for. */
+  readonly #ended = new Set<string>();
   /** Jobs past their timeout or cancelled, and not reported ended. */
   readonly #overdue = new Set<string>();
   #fired = false;
@@ -78,11 +82,21 @@ export class JobWatchdog {
     this.#jobs.get(m.jobId)?.wait.abort();
     this.#jobs.delete(m.jobId);
     this.#overdue.delete(m.jobId);
-    if (m.type === "job-end") return;
+    if (m.type === "job-end") {
+      this.#ended.add(m.jobId);
+      if (this.#ended.size > ENDED_KEPT) this.#ended.delete(this.#ended.values().next().value!);
+      return;
+    }
+    this.#ended.delete(m.jobId); // a retry of it, handed to this process again
     const job = { graceMs: clampMs(m.graceMs), wait: new AbortController() };
     this.#jobs.set(m.jobId, job);
     this.#after(job, clampMs(m.timeoutMs), () => this.#pastEnd(m.jobId, "ran past its timeout"));
   };
+
+  /** Whether the process reported this job ended (lately). */
+  hasEnded(jobId: string): boolean {
+    return this.#ended.has(jobId);
+  }
 
   /**
    * A job cancelled on the server: its handler has the job's grace to end, then the process is

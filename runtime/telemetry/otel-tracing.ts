@@ -3,7 +3,7 @@ import type * as Api from "@opentelemetry/api";
 import type * as Core from "@opentelemetry/core";
 import type * as Resources from "@opentelemetry/resources";
 import type * as TraceBase from "@opentelemetry/sdk-trace-base";
-import type { SpanAttributes, StartedSpan, Tracing } from "./tracing.ts";
+import type { SpanAttributes, StartedSpan, Tracing } from "./tracing-types.ts";
 
 /**
  * Imports a package at run time only: the bundler does not follow a name held in a variable, so

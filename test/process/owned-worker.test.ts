@@ -147,6 +147,18 @@ describe("the owner of a worker process", () => {
     }
   });
 
+  test("a stop that comes for a job the process already reported ended is nothing to wait for: the process is not ending", async () => {
+    const stops = testStops();
+    await using c = await ownedChild(stops.stopsFor);
+    await c.start("d", 1);
+    c.proc.stdin.write(`${JSON.stringify({ end: "d" })}\n`);
+    c.proc.stdin.flush();
+    await until(() => c.owned.watchdog.running === 0, "job d reported ended");
+    stops.release(["d"]);
+    await until(() => c.count(STOP_LINE("d")) === 1, "the late stop to reach the process");
+    expect([c.owned.stopsPending, c.owned.watchdog.overdue]).toEqual([false, false]);
+  }, 30_000);
+
   test("a stop for a job the process has not started within 30 s is forgotten: a later start of that job (a retry handed to it again) is not cancelled", async () => {
     const stops = testStops();
     await using c = await ownedChild(stops.stopsFor);

@@ -30,6 +30,7 @@ const REPOSITORY: Row[] = [
   [2, ["runtime/process/"]],
   [1, ["runtime/protocol/"]],
   [1, ["runtime/*.ts"]],
+  [0, ["runtime/telemetry/"]],
 ];
 
 /** code-layout.md "The queue server, from the top": the layers inside runtime/server/. */
