@@ -279,8 +279,14 @@ function collect(
 
 function manifestModule(parts: NativeParts): string {
   const imports = parts.files.map((f, i) => `import f${i} from ${JSON.stringify(f.source)} with { type: "file" };`);
-  const list = parts.files.map((f, i) => `{ path: ${JSON.stringify(f.path)}, source: f${i}, size: ${f.size} }`);
-  return `import { NativeCache } from ${JSON.stringify(CACHE_MODULE)};\n${imports.join("\n")}\nexport const native = new NativeCache({ hash: ${JSON.stringify(parts.hash)}, files: [${list.join(", ")}] });\n`;
+  // A compiled binary names its files absolutely (/$bunfs/...); a bundle that is not compiled
+  // names them relative to its own folder, where its assets were written, whatever the cwd.
+  const list = parts.files.map((f, i) => `{ path: ${JSON.stringify(f.path)}, source: __spoolAt(f${i}), size: ${f.size} }`);
+  return (
+    `import { NativeCache } from ${JSON.stringify(CACHE_MODULE)};\nimport { resolve as __spoolResolve } from "node:path";\n${imports.join("\n")}\n` +
+    `const __spoolAt = (file) => __spoolResolve(import.meta.dir, file);\n` +
+    `export const native = new NativeCache({ hash: ${JSON.stringify(parts.hash)}, files: [${list.join(", ")}] });\n`
+  );
 }
 
 /**
