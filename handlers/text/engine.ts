@@ -106,8 +106,10 @@ export class TextEngine {
       // the CPU; "max" fails outright on a card too small for the whole model.
       const model = await llama.loadModel({ modelPath: settings.modelPath, gpuLayers: settings.device === "cpu" ? 0 : "auto" });
       if (settings.device !== "cpu") {
+        // The cards' names say which devices the backend saw (Vulkan numbers them its own way).
+        const gpus = await llama.getGpuDeviceNames().catch(() => []);
         process.stderr.write(
-          `${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "text model layers placed", device: settings.device, gpuLayers: model.gpuLayers, totalLayers: model.fileInsights.totalLayers })}\n`,
+          `${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "text model layers placed", device: settings.device, gpus, gpuLayers: model.gpuLayers, totalLayers: model.fileInsights.totalLayers })}\n`,
         );
       }
       const context = await model.createContext({

@@ -47,3 +47,19 @@ export function withChildren(pid: number): number[] {
   for (let i = 0; i < all.length; i++) all.push(...(children.get(all[i]!) ?? []));
   return all;
 }
+
+/** One card's memory now, as nvidia-smi reports it. */
+export interface CardMemory {
+  index: string;
+  name: string;
+  usedMb: number;
+  totalMb: number;
+}
+
+/** Every card's memory in use now; none when nvidia-smi is missing or fails. */
+export function cardMemory(): CardMemory[] {
+  return query(["--query-gpu=index,name,memory.used,memory.total"]).map((l) => {
+    const [index, name, used, total] = l.split(",").map((s) => s.trim());
+    return { index: index!, name: name!, usedMb: Number(used), totalMb: Number(total) };
+  });
+}
