@@ -34,9 +34,10 @@ export async function checkDevice(device: Device): Promise<void> {
     await session.run({ x: new ort.Tensor("float32", new Float32Array([-1, 1]), [2]) });
     await session.release();
   } catch (err) {
+    // The first line whole: ONNX Runtime puts the reason (no adapter, which feature is missing) at its end.
     const reason = String((err as Error)?.message ?? err)
       .split("\n")[0]!
-      .slice(0, 300);
+      .slice(0, 2000);
     throw new DeviceUnavailableError(
       `device "${device}" is not available: ${reason}; ${HINTS[device]}. Set the endpoint's options.device to one this machine has (e.g. "cpu").`,
       { cause: err },

@@ -70,16 +70,7 @@ export async function buildCommand(positionals: string[], values: BuildFlags): P
   const partial = partialPath(outfile);
   try {
     const entry = join(dir, "worker-entry.ts");
-    await Bun.write(
-      entry,
-      `import handler from ${JSON.stringify(handlerPath)};\n` +
-        `import { workerMain } from ${JSON.stringify(WORKER_MAIN)};\n` +
-        `import { workerBinaryHelp } from ${JSON.stringify(COMMAND_SPECS)};\n` +
-        `const args = process.argv.slice(2);\n` +
-        `if (args.includes("--help") || args.includes("-h")) {\n  console.log(workerBinaryHelp("./" + process.execPath.split("/").pop()));\n  process.exit(0);\n}\n` +
-        `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
-        `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`,
-    );
+    await Bun.write(entry, workerEntry(handlerPath));
     console.log(`building ${outfile} from ${target} for ${platform.name}${gpu ? ` (with ${gpu})` : ""}`);
     let parts: NativeParts | undefined;
     let result: Awaited<ReturnType<typeof Bun.build>>;
@@ -118,6 +109,19 @@ export async function buildCommand(positionals: string[], values: BuildFlags): P
     rmSync(dir, { recursive: true, force: true });
     rmSync(partial, { force: true });
   }
+}
+
+/** The source of a built worker's entry: the handler, run by the worker's main. */
+export function workerEntry(handlerPath: string): string {
+  return (
+    `import handler from ${JSON.stringify(handlerPath)};\n` +
+    `import { workerMain } from ${JSON.stringify(WORKER_MAIN)};\n` +
+    `import { workerBinaryHelp } from ${JSON.stringify(COMMAND_SPECS)};\n` +
+    `const args = process.argv.slice(2);\n` +
+    `if (args.includes("--help") || args.includes("-h")) {\n  console.log(workerBinaryHelp("./" + process.execPath.split("/").pop()));\n  process.exit(0);\n}\n` +
+    `workerMain(handler, args, args).then((code) => process.exit(code), (err) => {\n` +
+    `  console.error(\`worker: \${err?.message ?? err}\`);\n  process.exit(1);\n});\n`
+  );
 }
 
 function fail(reason: string): number {

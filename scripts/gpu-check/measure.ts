@@ -3,10 +3,10 @@
  * local `spool serve` whose endpoints run worker executables on a GPU device and on the CPU, the
  * same jobs on each, and what every worker was given and ran on.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killGroup } from "../bench/harness/processes.ts";
-import { bearer, waitForIdleWorker } from "../bench/harness/spool-http.ts";
+import { bearer, getHealth } from "../bench/harness/spool-http.ts";
 import { startSpool, type SpoolProcess } from "../bench/harness/spool-process.ts";
 import { printTable } from "../bench/harness/table.ts";
 import { cardMemory, computeApps, withChildren, workerPids, type CardMemory } from "./nvidia.ts";
@@ -49,6 +49,8 @@ export interface CheckRun {
   readyTimeoutS?: number;
   /** Called with the server once its workers are idle, before any job: a moment to look at the cards. */
   onReady?: (server: SpoolProcess) => void;
+  /** A file that gets the server's whole error output (its log and its workers'), line by line. */
+  serverLog?: string;
 }
 
 /** Whether a check passed, and the server's output when it did not. */
@@ -59,10 +61,7 @@ export interface CheckResult {
 }
 
 function endpointToml(ep: CheckEndpoint): string {
-  const options =
-    ep.kind === "image"
-      ? `model = ${JSON.stringify(ep.model)}\nmaxSequenceLength = 256\n`
-      : `model = ${JSON.stringify(ep.model)}\nsequences = 1\n`;
+  const options = ep.kind === "image" ? `model = ${JSON.stringify(ep.model)}\nmaxSequenceLength = 256\n` : `model = ${JSON.stringify(ep.model)}\nsequences = 1\n`;
   return (
     `[endpoints.${ep.id}]\nhandler = ${JSON.stringify(ep.handler)}\nworkersMin = ${ep.workers}\nworkersMax = ${ep.workers}\nidleTimeout = 3600\n` +
     `scalerType = "REQUEST_COUNT"\nscalerValue = 1\n${ep.gpusPerWorker === undefined ? "" : `gpusPerWorker = ${ep.gpusPerWorker}\n`}` +
@@ -77,6 +76,8 @@ export const checkConfig = (endpoints: CheckEndpoint[]) => "[server]\nscaleInter
 class LogWatch {
   readonly started = new Map<string, { endpoint: string; gpus: string }>();
   readonly notes: string[] = [];
+  /** The first failed start of each endpoint, as the server logged it. */
+  readonly failedStarts = new Map<string, string>();
 
   line = (line: string): void => {
     let entry: Record<string, unknown>;
@@ -85,17 +86,29 @@ class LogWatch {
     } catch {
       return;
     }
-    if (entry.msg === "started worker")
-      this.started.set(String(entry.workerId), {
-        endpoint: String(entry.endpointId),
-        gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-",
-      });
+    if (entry.msg === "started worker") this.started.set(String(entry.workerId), { endpoint: String(entry.endpointId), gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-" });
     if (entry.msg === "text model layers placed") {
       const names = Array.isArray(entry.gpus) && entry.gpus.length > 0 ? ` (${entry.gpus.join(", ")})` : "";
       this.notes.push(`text: ${entry.gpuLayers} of ${entry.totalLayers} layers on ${entry.device}${names}`);
     }
-    if (entry.level === "error" || /failed to start/.test(String(entry.msg))) this.notes.push(`log: ${line.slice(0, 2000)}`);
+    if (/failed to start/.test(String(entry.msg)) && !this.failedStarts.has(String(entry.endpointId))) this.failedStarts.set(String(entry.endpointId), String(entry.msg));
+    if (entry.level === "error") this.notes.push(`log: ${line}`);
   };
+}
+
+/**
+ * Waits until all of an endpoint's workers are idle; throws at the first worker that failed to
+ * start (a device the machine lacks fails every start the same way) or after `timeoutS`.
+ */
+async function waitForWorkers(server: SpoolProcess, ep: CheckEndpoint, watch: LogWatch, timeoutS: number): Promise<void> {
+  const deadline = performance.now() + timeoutS * 1000;
+  for (;;) {
+    const failed = watch.failedStarts.get(ep.id);
+    if (failed) throw new Error(`${ep.id} (device ${ep.device}): ${failed}`);
+    if ((await getHealth(server, ep.id)).workers.idle >= ep.workers) return;
+    if (performance.now() > deadline) throw new Error(`${ep.id}: ${ep.workers} worker(s) not idle within ${timeoutS} s`);
+    await Bun.sleep(100);
+  }
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -104,20 +117,22 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 export async function runCheck(run: CheckRun): Promise<CheckResult> {
   const watch = new LogWatch();
   let server: SpoolProcess | undefined;
+  // The server leads a process group of its own, which a signal to this process would not reach.
+  const stop = () => {
+    if (server) killGroup(server.proc.pid, "SIGKILL");
+    process.exit(130);
+  };
+  process.once("SIGTERM", stop).once("SIGINT", stop);
   try {
     mkdirSync(join(run.dir, "data"), { recursive: true });
     writeFileSync(join(run.dir, "spool.toml"), checkConfig(run.endpoints));
-    server = await startSpool({
-      name: "spool",
-      cli: run.cli,
-      cwd: run.cwd,
-      dataDir: join(run.dir, "data"),
-      configPath: join(run.dir, "spool.toml"),
-      detached: true,
-      readyTimeoutMs: 60_000,
-      onStderrLine: watch.line,
-    });
-    for (const ep of run.endpoints) await waitForIdleWorker(server, ep.id, run.readyTimeoutS ?? 180);
+    const log = run.serverLog;
+    const onStderrLine = (line: string) => {
+      watch.line(line);
+      if (log) appendFileSync(log, `${line}\n`);
+    };
+    server = await startSpool({ name: "spool", cli: run.cli, cwd: run.cwd, dataDir: join(run.dir, "data"), configPath: join(run.dir, "spool.toml"), detached: true, readyTimeoutMs: 60_000, onStderrLine });
+    for (const ep of run.endpoints) await waitForWorkers(server, ep, watch, run.readyTimeoutS ?? 180);
     run.onReady?.(server);
     await measure(server, run, watch);
     return { ok: true };
@@ -125,6 +140,7 @@ export async function runCheck(run: CheckRun): Promise<CheckResult> {
     for (const n of new Set(watch.notes)) console.log(n);
     return { ok: false, error: (err as Error).stack ?? String(err), serverOutput: server?.output() };
   } finally {
+    process.off("SIGTERM", stop).off("SIGINT", stop);
     if (server) killGroup(server.proc.pid, "SIGKILL");
   }
 }
@@ -151,12 +167,7 @@ async function measure(server: SpoolProcess, run: CheckRun, watch: LogWatch): Pr
         count(j.workerId, j.ms);
       }
     }
-    rows.push([
-      "image-fast (tiny fp16, 256x256)",
-      ep.label,
-      `${((median(many) - median(one)) / (steps - 1)).toFixed(1)} ms/step`,
-      `${median(many)} ms for ${steps} steps`,
-    ]);
+    rows.push(["image-fast (tiny fp16, 256x256)", ep.label, `${((median(many) - median(one)) / (steps - 1)).toFixed(1)} ms/step`, `${median(many)} ms for ${steps} steps`]);
   }
   for (const ep of run.endpoints.filter((e) => e.kind === "text")) {
     await jobs(ep, textInput(4));
@@ -175,34 +186,20 @@ async function measure(server: SpoolProcess, run: CheckRun, watch: LogWatch): Pr
   printTable(
     ["endpoint", "worker", "GPUs given (CUDA_VISIBLE_DEVICES)", "on the GPU (nvidia-smi)", "jobs"],
     "lllll",
-    [...watch.started].map(([id, w]) => [
-      w.endpoint,
-      id,
-      w.gpus,
-      [...(seen.get(id) ?? [])].join(", ") || "none seen",
-      String(perWorker.get(id)?.length ?? 0),
-    ]),
+    [...watch.started].map(([id, w]) => [w.endpoint, id, w.gpus, [...(seen.get(id) ?? [])].join(", ") || "none seen", String(perWorker.get(id)?.length ?? 0)]),
   );
   console.log(`\ntimings (medians of ${rounds} rounds; server-measured execution time):`);
   printTable(["model", "device", "per step / token", "job"], "llrl", rows);
   if (peak.size > 0) {
     console.log("\ncard memory while the jobs ran (nvidia-smi):");
-    printTable(
-      ["GPU", "name", "most in use", "total"],
-      "llrr",
-      [...peak.values()].map((c) => [c.index, c.name, `${c.usedMb} MiB`, `${c.totalMb} MiB`]),
-    );
+    printTable(["GPU", "name", "most in use", "total"], "llrr", [...peak.values()].map((c) => [c.index, c.name, `${c.usedMb} MiB`, `${c.totalMb} MiB`]));
   }
   for (const n of new Set(watch.notes)) console.log(n);
 }
 
 /** A runsync job; its server-measured executionTime (ms), worker and output. */
 async function job(server: SpoolProcess, endpoint: string, input: unknown): Promise<{ ms: number; workerId: string; output: unknown }> {
-  const res = await fetch(`${server.url}/v2/${endpoint}/runsync?wait=300000`, {
-    method: "POST",
-    headers: bearer(server.key),
-    body: JSON.stringify({ input }),
-  });
+  const res = await fetch(`${server.url}/v2/${endpoint}/runsync?wait=300000`, { method: "POST", headers: bearer(server.key), body: JSON.stringify({ input }) });
   const body = (await res.json()) as { status?: string; executionTime: number; workerId: string; output: unknown };
   if (body.status !== "COMPLETED") throw new Error(`${endpoint}: job answered ${JSON.stringify(body)}`);
   return { ms: body.executionTime, workerId: body.workerId, output: body.output };
@@ -212,13 +209,7 @@ async function job(server: SpoolProcess, endpoint: string, input: unknown): Prom
  * Runs one copy of a job per worker at once, noting meanwhile the GPUs nvidia-smi shows each
  * worker's process on and the most memory each card had in use.
  */
-async function parallel(
-  server: SpoolProcess,
-  ep: CheckEndpoint,
-  input: unknown,
-  seen: Map<string, Set<string>>,
-  peak: Map<string, CardMemory>,
-) {
+async function parallel(server: SpoolProcess, ep: CheckEndpoint, input: unknown, seen: Map<string, Set<string>>, peak: Map<string, CardMemory>) {
   let running = true;
   const sample = (async () => {
     while (running) {
