@@ -57,11 +57,11 @@ if [ "$CPU" = 1 ]; then
     echo "the ${#debs[@]} loader packages unpack (into $DEST/vulkan-loader, not /)"
   fi
 else
-  if ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+  if ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null; then
     echo "Vulkan loader: the machine's own"
   else
     [ "${#debs[@]}" -gt 0 ] || fail "this machine has no Vulkan loader (libvulkan.so.1) and the bundle carries none (built with --no-debs)"
-    # As the machine's notes say: into /, then ldconfig (the machine is a fresh one each time).
+    # Into /, the loader's usual place, where Dawn and llama.cpp look for it; then ldconfig.
     for f in "${debs[@]}"; do dpkg -x "$f" / || fail "dpkg -x $f / failed"; done
     ldconfig
     echo "Vulkan loader: installed from ${#debs[@]} carried packages"
