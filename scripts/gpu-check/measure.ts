@@ -9,7 +9,7 @@ import { killGroup } from "../bench/harness/processes.ts";
 import { bearer, getHealth } from "../bench/harness/spool-http.ts";
 import { startSpool, type SpoolProcess } from "../bench/harness/spool-process.ts";
 import { printTable } from "../bench/harness/table.ts";
-import { cardMemory, computeApps, withChildren, workerPids, type CardMemory } from "./nvidia.ts";
+import { cardMemory, computeApps, tableApps, withChildren, workerPids, type CardMemory } from "./nvidia.ts";
 
 /** One endpoint of the check: a worker executable, the device in its options, its workers. */
 export interface CheckEndpoint {
@@ -213,10 +213,11 @@ async function parallel(server: SpoolProcess, ep: CheckEndpoint, input: unknown,
   let running = true;
   const sample = (async () => {
     while (running) {
-      const apps = computeApps();
+      // Compute contexts by card UUID (as workers are given cards); Vulkan ones only in the table.
+      const apps = [...computeApps().map((a) => ({ ...a, type: "C" })), ...tableApps().filter((a) => a.type !== "C")];
       for (const [workerId, pid] of workerPids()) {
         const tree = new Set(withChildren(pid));
-        for (const a of apps) if (tree.has(a.pid)) seen.set(workerId, (seen.get(workerId) ?? new Set()).add(`${a.gpu} (${a.usedMb} MiB)`));
+        for (const a of apps) if (tree.has(a.pid)) seen.set(workerId, (seen.get(workerId) ?? new Set()).add(`${a.gpu} (${a.usedMb} MiB, ${a.type})`));
       }
       for (const card of cardMemory()) if (card.usedMb > (peak.get(card.index)?.usedMb ?? -1)) peak.set(card.index, card);
       await Bun.sleep(200);

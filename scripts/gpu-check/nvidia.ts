@@ -24,6 +24,29 @@ export function computeApps(): { pid: number; gpu: string; usedMb: number }[] {
   });
 }
 
+/**
+ * The processes in plain `nvidia-smi`'s table: graphics and Vulkan contexts ("G", "C+G") as well
+ * as compute ones, which the compute-apps query leaves out. GPU by index.
+ */
+export function parseProcessTable(text: string): { pid: number; gpu: string; usedMb: number; type: string }[] {
+  const apps: { pid: number; gpu: string; usedMb: number; type: string }[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^\|\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(C\+G|C|G)\s+.*?\s(\d+)MiB\s*\|$/.exec(line);
+    if (m) apps.push({ gpu: `GPU ${m[1]}`, pid: Number(m[2]), type: m[3]!, usedMb: Number(m[4]) });
+  }
+  return apps;
+}
+
+/** parseProcessTable of `nvidia-smi` now; none when it is missing or fails. */
+export function tableApps(): ReturnType<typeof parseProcessTable> {
+  try {
+    const r = Bun.spawnSync(["nvidia-smi"], { stdout: "pipe", stderr: "pipe" });
+    return r.exitCode === 0 ? parseProcessTable(r.stdout.toString()) : [];
+  } catch {
+    return [];
+  }
+}
+
 /** The pid of each worker process (`--worker-id <id>` on its command line), from ps. */
 export function workerPids(): Map<string, number> {
   const r = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" });
