@@ -41,7 +41,9 @@ const names = flags.part ?? ["image", "text"];
 const bad = names.filter((n) => !(n in PARTS));
 const limitMib = Number(flags["limit-mib"]);
 if (bad.length > 0 || !(limitMib > 0)) {
-  console.error(`usage: bun scripts/gpu-bundle.ts [--out DIR] [--part image|text]... [--no-debs] [--limit-mib N]${bad.length ? `\nno such part: ${bad.join(", ")}` : ""}`);
+  console.error(
+    `usage: bun scripts/gpu-bundle.ts [--out DIR] [--part image|text]... [--no-debs] [--limit-mib N]${bad.length ? `\nno such part: ${bad.join(", ")}` : ""}`,
+  );
   process.exit(2);
 }
 const outDir = resolve(flags.out!);
@@ -49,7 +51,11 @@ const cacheDir = join(cacheBase().dir, "gpu-bundle");
 
 /** The bytes of what travels with every call besides the carried folders: tracked and untracked, not ignored, files. */
 function workingTreeBytes(): number {
-  const r = Bun.spawnSync(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: REPO, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
+    cwd: REPO,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) return 0;
   let bytes = 0;
   for (const path of r.stdout.toString().split("\0").filter(Boolean)) {
@@ -66,12 +72,21 @@ function workingTreeBytes(): number {
 const shown = (path: string) => (relative(process.cwd(), path).startsWith("..") ? path : relative(process.cwd(), path));
 
 const folderBytes = (dir: string): number =>
-  readdirSync(dir, { recursive: true, withFileTypes: true }).reduce((sum, e) => (e.isFile() ? sum + statSync(join(e.parentPath, e.name)).size : sum), 0);
+  readdirSync(dir, { recursive: true, withFileTypes: true }).reduce(
+    (sum, e) => (e.isFile() ? sum + statSync(join(e.parentPath, e.name)).size : sum),
+    0,
+  );
 
 const GROUPS: PackGroup[] = [
   { file: "bun.tar.xz", paths: [LAYOUT.bun], cached: true, code: true },
   { file: "native.tar.xz", paths: [LAYOUT.nativeDir], cached: true, code: true },
-  { file: "app.tar.xz", paths: ["bin", LAYOUT.check, "models", LAYOUT.serverDir, LAYOUT.workerDir], exclude: [LAYOUT.nativeDir], cached: false, code: false },
+  {
+    file: "app.tar.xz",
+    paths: ["bin", LAYOUT.check, "models", LAYOUT.serverDir, LAYOUT.workerDir],
+    exclude: [LAYOUT.nativeDir],
+    cached: false,
+    code: false,
+  },
 ];
 
 /** Stages, packs and checks one part; returns its size in bytes, or throws. */
@@ -90,11 +105,20 @@ async function makePart(part: BundlePart, debs: string[], treeBytes: number): Pr
 
     const bytes = folderBytes(partial);
     const where = shown(join(outDir, part.name));
-    const pieces = [...packed.map((p) => `${p.file} ${(p.bytes / MIB).toFixed(1)}${p.fromCache ? " (cached)" : ""}`), `debs ${(folderBytes(join(partial, "debs")) / MIB).toFixed(1)}`];
+    const pieces = [
+      ...packed.map((p) => `${p.file} ${(p.bytes / MIB).toFixed(1)}${p.fromCache ? " (cached)" : ""}`),
+      `debs ${(folderBytes(join(partial, "debs")) / MIB).toFixed(1)}`,
+    ];
     const withTree = (bytes + treeBytes) / MIB;
-    console.log(`${where}: ${(bytes / MIB).toFixed(1)} MiB (${pieces.join(", ")}); with the working tree (${(treeBytes / MIB).toFixed(1)} MiB) ${withTree.toFixed(1)} of the ${CARRY_LIMIT_MIB} MiB a call carries`);
-    if (bytes > limitMib * MIB) throw new Error(`${where} would be ${(bytes / MIB).toFixed(1)} MiB, over the ${limitMib} MiB limit; nothing was written`);
-    if (withTree > CARRY_LIMIT_MIB) throw new Error(`${where} with the working tree would be ${withTree.toFixed(1)} MiB, over the ${CARRY_LIMIT_MIB} MiB a call carries; nothing was written`);
+    console.log(
+      `${where}: ${(bytes / MIB).toFixed(1)} MiB (${pieces.join(", ")}); with the working tree (${(treeBytes / MIB).toFixed(1)} MiB) ${withTree.toFixed(1)} of the ${CARRY_LIMIT_MIB} MiB a call carries`,
+    );
+    if (bytes > limitMib * MIB)
+      throw new Error(`${where} would be ${(bytes / MIB).toFixed(1)} MiB, over the ${limitMib} MiB limit; nothing was written`);
+    if (withTree > CARRY_LIMIT_MIB)
+      throw new Error(
+        `${where} with the working tree would be ${withTree.toFixed(1)} MiB, over the ${CARRY_LIMIT_MIB} MiB a call carries; nothing was written`,
+      );
     rmSync(join(outDir, part.name), { recursive: true, force: true });
     renameSync(partial, join(outDir, part.name));
     return bytes;

@@ -4,7 +4,7 @@
  * image part, vulkan for the text part) and one on the CPU, the same jobs on each, and what the
  * machine, the workers and nvidia-smi said.
  *
- *   bun check.js --part image|text [--cpu] [--rounds 3] [--steps 8] [--tokens 128] [--out DIR]
+ *   bun check.js --part image|text [--cpu] [--rounds 10] [--steps 8] [--tokens 128] [--out DIR]
  *
  * --cpu: the CPU stands in for the GPU (device "cpu" on both endpoints), to try the bundle on a
  * machine with no GPU. Exit codes: 0 checked, 1 a worker or a job failed, 2 bad flags.
@@ -23,7 +23,8 @@ const { values: flags } = parseArgs({
   options: {
     part: { type: "string" },
     cpu: { type: "boolean", default: false },
-    rounds: { type: "string", default: "3" },
+    // The tiny models' jobs take milliseconds, and fixed costs vary: more rounds steady the medians.
+    rounds: { type: "string", default: "10" },
     steps: { type: "string", default: "8" },
     tokens: { type: "string", default: "128" },
     out: { type: "string" },
@@ -35,7 +36,7 @@ if (!part) {
   process.exit(2);
 }
 const settings = {
-  rounds: Math.max(1, Number(flags.rounds) || 3),
+  rounds: Math.max(1, Number(flags.rounds) || 10),
   steps: Math.min(8, Math.max(2, Number(flags.steps) || 8)), // image-fast takes 1..8 steps
   tokens: Math.max(1, Number(flags.tokens) || 128),
 };
@@ -53,13 +54,27 @@ const model = join(ROOT, part.name === "image" ? LAYOUT.flux : LAYOUT.gguf);
 const handler = join(ROOT, LAYOUT.workerCommand);
 const kind = part.name;
 const endpoints: CheckEndpoint[] = [
-  { id: `${kind}-${part.device}`, kind, handler, device, label: flags.cpu ? `cpu, standing in for ${part.device}` : device, workers, gpusPerWorker, model },
+  {
+    id: `${kind}-${part.device}`,
+    kind,
+    handler,
+    device,
+    label: flags.cpu ? `cpu, standing in for ${part.device}` : device,
+    workers,
+    gpusPerWorker,
+    model,
+  },
   { id: `${kind}-cpu`, kind, handler, device: "cpu", label: "cpu", workers: 1, model },
 ];
 
-console.log(`gpu-check ${part.name}: ${part.handler} on ${device}${flags.cpu ? ` (standing in for ${part.device})` : ""} beside cpu; ${workers} ${device} worker(s)`);
-console.log(`GPUs (nvidia-smi): ${gpus.length === 0 ? "none" : gpus.map((g) => `${g.index}: ${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}`);
-for (const name of ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "GGML_VK_VISIBLE_DEVICES"]) if (process.env[name]) console.log(`${name}=${process.env[name]}`);
+console.log(
+  `gpu-check ${part.name}: ${part.handler} on ${device}${flags.cpu ? ` (standing in for ${part.device})` : ""} beside cpu; ${workers} ${device} worker(s)`,
+);
+console.log(
+  `GPUs (nvidia-smi): ${gpus.length === 0 ? "none" : gpus.map((g) => `${g.index}: ${g.id} (${g.memoryMb ?? "?"} MiB)`).join(", ")}`,
+);
+for (const name of ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "GGML_VK_VISIBLE_DEVICES"])
+  if (process.env[name]) console.log(`${name}=${process.env[name]}`);
 if (!existsSync(model)) {
   console.error(`gpu-check: the model ${model} is missing: unpack the whole bundle`);
   process.exit(1);
@@ -86,7 +101,11 @@ const result = await runCheck({
 if (!result.ok) {
   console.error(`\ngpu-check ${part.name}: ${result.error}`);
   const lines = existsSync(serverLog) ? readFileSync(serverLog, "utf8").trimEnd().split("\n") : [];
-  console.error(`\nthe server's log, last ${Math.min(40, lines.length)} of ${lines.length} lines (all of it: ${serverLog}):\n${lines.slice(-40).join("\n") || result.serverOutput || "(the server wrote nothing)"}`);
+  console.error(
+    `\nthe server's log, last ${Math.min(40, lines.length)} of ${lines.length} lines (all of it: ${serverLog}):\n${lines.slice(-40).join("\n") || result.serverOutput || "(the server wrote nothing)"}`,
+  );
 }
-console.log(`\ngpu-check ${part.name}: ${result.ok ? "passed" : "FAILED"} in ${((performance.now() - started) / 1000).toFixed(1)} s; the server's log is ${serverLog}`);
+console.log(
+  `\ngpu-check ${part.name}: ${result.ok ? "passed" : "FAILED"} in ${((performance.now() - started) / 1000).toFixed(1)} s; the server's log is ${serverLog}`,
+);
 process.exit(result.ok ? 0 : 1);

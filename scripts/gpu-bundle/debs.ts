@@ -20,14 +20,19 @@ export function vulkanDebs(dir: string): string[] {
   const have = found();
   if (have) return have;
   const apt = Bun.which("apt-get");
-  if (!apt) throw new Error(`the Vulkan loader's packages (${VULKAN_PACKAGES.join(" ")}) are not in ${dir}, and there is no apt-get here to download them: put their amd64 .deb files there, or build with --no-debs for a GPU machine that has libvulkan.so.1`);
+  if (!apt)
+    throw new Error(
+      `the Vulkan loader's packages (${VULKAN_PACKAGES.join(" ")}) are not in ${dir}, and there is no apt-get here to download them: put their amd64 .deb files there, or build with --no-debs for a GPU machine that has libvulkan.so.1`,
+    );
   mkdirSync(join(dir, "lists", "partial"), { recursive: true });
   // Lists of their own, so the machine's apt state is left as it is, and amd64 whatever this machine is.
   const options = [...AMD64, `-oDir::State::Lists=${join(dir, "lists")}`];
   for (const args of [["update"], ["download", ...VULKAN_PACKAGES]]) {
     const r = Bun.spawnSync([apt, ...options, ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
     if (r.exitCode !== 0) {
-      throw new Error(`apt-get ${args[0]} of the Vulkan loader's packages failed (exit ${r.exitCode}): ${r.stderr.toString().trim().split("\n").slice(-4).join("\n")}\nbuild with --no-debs for a GPU machine that has libvulkan.so.1`);
+      throw new Error(
+        `apt-get ${args[0]} of the Vulkan loader's packages failed (exit ${r.exitCode}): ${r.stderr.toString().trim().split("\n").slice(-4).join("\n")}\nbuild with --no-debs for a GPU machine that has libvulkan.so.1`,
+      );
     }
   }
   const got = found();

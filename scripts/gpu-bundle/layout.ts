@@ -34,4 +34,3 @@ export const LAYOUT = {
   flux: "models/tiny-flux-fp16",
   gguf: "models/tiny.gguf",
 } as const;
-

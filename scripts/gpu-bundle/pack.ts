@@ -35,7 +35,24 @@ function run(cmd: string[], label: string): void {
 /** A tar of `paths` whose bytes depend only on the files' names, modes and contents. */
 function tarTo(stage: string, group: PackGroup, out: string): void {
   const exclude = (group.exclude ?? []).map((p) => `--exclude=./${p}`);
-  run(["tar", "-C", stage, "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "--format=gnu", ...exclude, "-cf", out, ...group.paths.map((p) => `./${p}`)], `tar of ${group.file}`);
+  run(
+    [
+      "tar",
+      "-C",
+      stage,
+      "--sort=name",
+      "--mtime=@0",
+      "--owner=0",
+      "--group=0",
+      "--numeric-owner",
+      "--format=gnu",
+      ...exclude,
+      "-cf",
+      out,
+      ...group.paths.map((p) => `./${p}`),
+    ],
+    `tar of ${group.file}`,
+  );
 }
 
 async function sha256(file: string): Promise<string> {
@@ -57,7 +74,13 @@ async function compress(input: string, output: string, code: boolean): Promise<v
  * the same bytes was compressed before; groups that must be compressed are compressed at once,
  * one xz process each.
  */
-export async function pack(stage: string, groups: PackGroup[], bundle: string, cacheDir: string, log: (line: string) => void = console.log): Promise<Packed[]> {
+export async function pack(
+  stage: string,
+  groups: PackGroup[],
+  bundle: string,
+  cacheDir: string,
+  log: (line: string) => void = console.log,
+): Promise<Packed[]> {
   mkdirSync(cacheDir, { recursive: true });
   prune(cacheDir);
   const scratch = join(bundle, ".tar");

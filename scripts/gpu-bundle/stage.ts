@@ -22,7 +22,10 @@ async function bundle(label: string, options: Parameters<typeof Bun.build>[0]): 
 /** Writes the unpacked bundle of `part` into `dir` (empty or missing). Throws when a piece cannot be made. */
 export async function stagePart(part: BundlePart, dir: string, log: (line: string) => void = console.log): Promise<void> {
   const target: Target = hostTarget();
-  if (target.name !== BUNDLE_TARGET) throw new Error(`the GPU machine is ${BUNDLE_TARGET} and the bundle carries this machine's Bun, but this machine is ${target.name}: build the bundle on a ${BUNDLE_TARGET} machine`);
+  if (target.name !== BUNDLE_TARGET)
+    throw new Error(
+      `the GPU machine is ${BUNDLE_TARGET} and the bundle carries this machine's Bun, but this machine is ${target.name}: build the bundle on a ${BUNDLE_TARGET} machine`,
+    );
   mkdirSync(join(dir, "bin"), { recursive: true });
   copyFileSync(process.execPath, join(dir, LAYOUT.bun));
   chmodSync(join(dir, LAYOUT.bun), 0o755);
@@ -42,7 +45,16 @@ export async function stagePart(part: BundlePart, dir: string, log: (line: strin
     naming: { entry: "[name].[ext]", asset: "assets/[name]-[hash].[ext]" },
     // A compiled build inlines these for its target; this bundle is for the same platform.
     define: { "process.platform": JSON.stringify(target.os), "process.arch": JSON.stringify(target.arch) },
-    plugins: [nativePlugin({ projectRoot: ROOT, target, gpu: part.gpu, onDone: (p) => (parts = p), onWarning: (m) => log(`  warning: ${m}`), onProgress: (m) => log(`  ${m}`) })],
+    plugins: [
+      nativePlugin({
+        projectRoot: ROOT,
+        target,
+        gpu: part.gpu,
+        onDone: (p) => (parts = p),
+        onWarning: (m) => log(`  warning: ${m}`),
+        onProgress: (m) => log(`  ${m}`),
+      }),
+    ],
   });
   const nativeBytes = (parts?.files ?? []).reduce((sum, f) => sum + f.size, 0);
   log(`  ${part.name}: worker with ${parts?.files.length ?? 0} native files (${(nativeBytes / 1e6).toFixed(1)} MB unpacked)`);
@@ -51,7 +63,10 @@ export async function stagePart(part: BundlePart, dir: string, log: (line: strin
 
   // The scaler starts a handler that is no source file as it is; this one runs the bundle with
   // the Bun beside it, found from its own path (a worker's environment is an allow-list).
-  writeFileSync(join(dir, LAYOUT.workerCommand), `#!/bin/sh\nhere=\${0%/*}\nexec "$here/../${LAYOUT.bun}" "$here/../${LAYOUT.workerDir}/worker.js" "$@"\n`);
+  writeFileSync(
+    join(dir, LAYOUT.workerCommand),
+    `#!/bin/sh\nhere=\${0%/*}\nexec "$here/../${LAYOUT.bun}" "$here/../${LAYOUT.workerDir}/worker.js" "$@"\n`,
+  );
   chmodSync(join(dir, LAYOUT.workerCommand), 0o755);
 
   if (part.name === "image") await makeTinyFlux(join(dir, LAYOUT.flux), { variant: "schnell", precision: "fp16" });

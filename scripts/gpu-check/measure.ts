@@ -61,7 +61,10 @@ export interface CheckResult {
 }
 
 function endpointToml(ep: CheckEndpoint): string {
-  const options = ep.kind === "image" ? `model = ${JSON.stringify(ep.model)}\nmaxSequenceLength = 256\n` : `model = ${JSON.stringify(ep.model)}\nsequences = 1\n`;
+  const options =
+    ep.kind === "image"
+      ? `model = ${JSON.stringify(ep.model)}\nmaxSequenceLength = 256\n`
+      : `model = ${JSON.stringify(ep.model)}\nsequences = 1\n`;
   return (
     `[endpoints.${ep.id}]\nhandler = ${JSON.stringify(ep.handler)}\nworkersMin = ${ep.workers}\nworkersMax = ${ep.workers}\nidleTimeout = 3600\n` +
     `scalerType = "REQUEST_COUNT"\nscalerValue = 1\n${ep.gpusPerWorker === undefined ? "" : `gpusPerWorker = ${ep.gpusPerWorker}\n`}` +
@@ -70,7 +73,7 @@ function endpointToml(ep: CheckEndpoint): string {
 }
 
 /** The config of a check: the scaler ticks fast, so workers start at once. */
-export const checkConfig = (endpoints: CheckEndpoint[]) => "[server]\nscaleIntervalMs = 200\n\n" + endpoints.map(endpointToml).join("");
+export const checkConfig = (endpoints: CheckEndpoint[]) => `[server]\nscaleIntervalMs = 200\n\n${endpoints.map(endpointToml).join("")}`;
 
 /** What the server's log (its workers' error output included) says about each worker. */
 class LogWatch {
@@ -86,12 +89,17 @@ class LogWatch {
     } catch {
       return;
     }
-    if (entry.msg === "started worker") this.started.set(String(entry.workerId), { endpoint: String(entry.endpointId), gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-" });
+    if (entry.msg === "started worker")
+      this.started.set(String(entry.workerId), {
+        endpoint: String(entry.endpointId),
+        gpus: Array.isArray(entry.gpus) ? entry.gpus.join(",") : "-",
+      });
     if (entry.msg === "text model layers placed") {
       const names = Array.isArray(entry.gpus) && entry.gpus.length > 0 ? ` (${entry.gpus.join(", ")})` : "";
       this.notes.push(`text: ${entry.gpuLayers} of ${entry.totalLayers} layers on ${entry.device}${names}`);
     }
-    if (/failed to start/.test(String(entry.msg)) && !this.failedStarts.has(String(entry.endpointId))) this.failedStarts.set(String(entry.endpointId), String(entry.msg));
+    if (/failed to start/.test(String(entry.msg)) && !this.failedStarts.has(String(entry.endpointId)))
+      this.failedStarts.set(String(entry.endpointId), String(entry.msg));
     if (entry.level === "error") this.notes.push(`log: ${line}`);
   };
 }
@@ -131,7 +139,16 @@ export async function runCheck(run: CheckRun): Promise<CheckResult> {
       watch.line(line);
       if (log) appendFileSync(log, `${line}\n`);
     };
-    server = await startSpool({ name: "spool", cli: run.cli, cwd: run.cwd, dataDir: join(run.dir, "data"), configPath: join(run.dir, "spool.toml"), detached: true, readyTimeoutMs: 60_000, onStderrLine });
+    server = await startSpool({
+      name: "spool",
+      cli: run.cli,
+      cwd: run.cwd,
+      dataDir: join(run.dir, "data"),
+      configPath: join(run.dir, "spool.toml"),
+      detached: true,
+      readyTimeoutMs: 60_000,
+      onStderrLine,
+    });
     for (const ep of run.endpoints) await waitForWorkers(server, ep, watch, run.readyTimeoutS ?? 180);
     run.onReady?.(server);
     await measure(server, run, watch);
@@ -167,7 +184,12 @@ async function measure(server: SpoolProcess, run: CheckRun, watch: LogWatch): Pr
         count(j.workerId, j.ms);
       }
     }
-    rows.push(["image-fast (tiny fp16, 256x256)", ep.label, `${((median(many) - median(one)) / (steps - 1)).toFixed(1)} ms/step`, `${median(many)} ms for ${steps} steps`]);
+    rows.push([
+      "image-fast (tiny fp16, 256x256)",
+      ep.label,
+      `${((median(many) - median(one)) / (steps - 1)).toFixed(1)} ms/step`,
+      `${median(many)} ms for ${steps} steps`,
+    ]);
   }
   for (const ep of run.endpoints.filter((e) => e.kind === "text")) {
     await jobs(ep, textInput(4));
@@ -186,20 +208,34 @@ async function measure(server: SpoolProcess, run: CheckRun, watch: LogWatch): Pr
   printTable(
     ["endpoint", "worker", "GPUs given (CUDA_VISIBLE_DEVICES)", "on the GPU (nvidia-smi)", "jobs"],
     "lllll",
-    [...watch.started].map(([id, w]) => [w.endpoint, id, w.gpus, [...(seen.get(id) ?? [])].join(", ") || "none seen", String(perWorker.get(id)?.length ?? 0)]),
+    [...watch.started].map(([id, w]) => [
+      w.endpoint,
+      id,
+      w.gpus,
+      [...(seen.get(id) ?? [])].join(", ") || "none seen",
+      String(perWorker.get(id)?.length ?? 0),
+    ]),
   );
   console.log(`\ntimings (medians of ${rounds} rounds; server-measured execution time):`);
   printTable(["model", "device", "per step / token", "job"], "llrl", rows);
   if (peak.size > 0) {
     console.log("\ncard memory while the jobs ran (nvidia-smi):");
-    printTable(["GPU", "name", "most in use", "total"], "llrr", [...peak.values()].map((c) => [c.index, c.name, `${c.usedMb} MiB`, `${c.totalMb} MiB`]));
+    printTable(
+      ["GPU", "name", "most in use", "total"],
+      "llrr",
+      [...peak.values()].map((c) => [c.index, c.name, `${c.usedMb} MiB`, `${c.totalMb} MiB`]),
+    );
   }
   for (const n of new Set(watch.notes)) console.log(n);
 }
 
 /** A runsync job; its server-measured executionTime (ms), worker and output. */
 async function job(server: SpoolProcess, endpoint: string, input: unknown): Promise<{ ms: number; workerId: string; output: unknown }> {
-  const res = await fetch(`${server.url}/v2/${endpoint}/runsync?wait=300000`, { method: "POST", headers: bearer(server.key), body: JSON.stringify({ input }) });
+  const res = await fetch(`${server.url}/v2/${endpoint}/runsync?wait=300000`, {
+    method: "POST",
+    headers: bearer(server.key),
+    body: JSON.stringify({ input }),
+  });
   const body = (await res.json()) as { status?: string; executionTime: number; workerId: string; output: unknown };
   if (body.status !== "COMPLETED") throw new Error(`${endpoint}: job answered ${JSON.stringify(body)}`);
   return { ms: body.executionTime, workerId: body.workerId, output: body.output };
@@ -209,7 +245,13 @@ async function job(server: SpoolProcess, endpoint: string, input: unknown): Prom
  * Runs one copy of a job per worker at once, noting meanwhile the GPUs nvidia-smi shows each
  * worker's process on and the most memory each card had in use.
  */
-async function parallel(server: SpoolProcess, ep: CheckEndpoint, input: unknown, seen: Map<string, Set<string>>, peak: Map<string, CardMemory>) {
+async function parallel(
+  server: SpoolProcess,
+  ep: CheckEndpoint,
+  input: unknown,
+  seen: Map<string, Set<string>>,
+  peak: Map<string, CardMemory>,
+) {
   let running = true;
   const sample = (async () => {
     while (running) {
@@ -217,7 +259,8 @@ async function parallel(server: SpoolProcess, ep: CheckEndpoint, input: unknown,
       const apps = [...computeApps().map((a) => ({ ...a, type: "C" })), ...tableApps().filter((a) => a.type !== "C")];
       for (const [workerId, pid] of workerPids()) {
         const tree = new Set(withChildren(pid));
-        for (const a of apps) if (tree.has(a.pid)) seen.set(workerId, (seen.get(workerId) ?? new Set()).add(`${a.gpu} (${a.usedMb} MiB, ${a.type})`));
+        for (const a of apps)
+          if (tree.has(a.pid)) seen.set(workerId, (seen.get(workerId) ?? new Set()).add(`${a.gpu} (${a.usedMb} MiB, ${a.type})`));
       }
       for (const card of cardMemory()) if (card.usedMb > (peak.get(card.index)?.usedMb ?? -1)) peak.set(card.index, card);
       await Bun.sleep(200);

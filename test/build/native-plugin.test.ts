@@ -74,15 +74,32 @@ describe("the native build plugin's rewrites", () => {
     const dir = mkdtempSync(join(tmpdir(), "spool-plugin-"));
     try {
       const entry = join(dir, "entry.ts");
-      writeFileSync(entry, `import sharp from ${JSON.stringify(require.resolve("sharp"))};\nconst png = await sharp({ create: { width: 3, height: 2, channels: 3, background: "#c03" } }).png().toBuffer();\nconsole.log(JSON.stringify(await sharp(png).metadata().then((m) => [m.format, m.width, m.height])));\n`);
+      writeFileSync(
+        entry,
+        `import sharp from ${JSON.stringify(require.resolve("sharp"))};\nconst png = await sharp({ create: { width: 3, height: 2, channels: 3, background: "#c03" } }).png().toBuffer();\nconsole.log(JSON.stringify(await sharp(png).metadata().then((m) => [m.format, m.width, m.height])));\n`,
+      );
       const out = join(dir, "out");
-      const result = await Bun.build({ entrypoints: [entry], outdir: out, target: "bun", plugins: [nativePlugin({ projectRoot: ROOT, target: hostTarget(), onDone: () => {} })] });
+      const result = await Bun.build({
+        entrypoints: [entry],
+        outdir: out,
+        target: "bun",
+        plugins: [nativePlugin({ projectRoot: ROOT, target: hostTarget(), onDone: () => {} })],
+      });
       expect(result.success).toBe(true);
       // Run from another folder, with no node_modules in reach: the addon and libvips come from out/.
       const elsewhere = join(dir, "elsewhere");
       mkdirSync(elsewhere);
-      const run = Bun.spawnSync([process.execPath, join(out, "entry.js")], { cwd: elsewhere, env: { PATH: "/usr/bin:/bin", SPOOL_CACHE_DIR: join(dir, "cache") }, stdout: "pipe", stderr: "pipe" });
-      expect({ code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() }).toEqual({ code: 0, out: '["png",3,2]\n', err: "" });
+      const run = Bun.spawnSync([process.execPath, join(out, "entry.js")], {
+        cwd: elsewhere,
+        env: { PATH: "/usr/bin:/bin", SPOOL_CACHE_DIR: join(dir, "cache") },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expect({ code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() }).toEqual({
+        code: 0,
+        out: '["png",3,2]\n',
+        err: "",
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -15,7 +15,13 @@ const files = (dir: string) =>
     .map((e) => ({ path: join(e.parentPath, e.name).slice(dir.length + 1), bytes: statSync(join(e.parentPath, e.name)).size }));
 
 async function run(cmd: string[], opts: { cwd?: string; env?: Record<string, string> } = {}) {
-  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? ROOT, env: opts.env ?? { ...process.env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd ?? ROOT,
+    env: opts.env ?? { ...process.env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { code, out, err };
 }
@@ -78,7 +84,8 @@ describe("the GPU check bundles", () => {
       expect(log).toMatch(new RegExp(`unpacked into ${unpacked} in [0-9]+ s with ${hideXz ? "python3" : "xz"} `));
       expect(log).toMatch(new RegExp(`\\| ${part}-(webgpu|vulkan) \\| ${part}-(webgpu|vulkan)-[0-9a-f]+ \\| - \\| none seen \\| 1 \\|`));
       expect(log).toMatch(new RegExp(`\\| ${part}-cpu \\| ${part}-cpu-[0-9a-f]+ \\| - \\| none seen \\| 1 \\|`));
-      for (const device of [label, "cpu"]) expect(log).toMatch(new RegExp(`\\| ${model.replace(/[()]/g, "\\$&")} \\| ${device} \\| -?[0-9.]+ ms/(step|token) \\|`));
+      for (const device of [label, "cpu"])
+        expect(log).toMatch(new RegExp(`\\| ${model.replace(/[()]/g, "\\$&")} \\| ${device} \\| -?[0-9.]+ ms/(step|token) \\|`));
       expect(readdirSync(logs).sort()).toEqual([`gpu-check-${part}-server.log`, `gpu-check-${part}.log`]);
       // Nothing came from a node_modules: the unpacked tree has none, and neither has any folder above it.
       expect(files(unpacked).filter((f) => f.path.includes("node_modules"))).toEqual([]);
@@ -91,7 +98,9 @@ describe("the GPU check bundles", () => {
     const refused = join(tmp, "refused");
     const r = await run([process.execPath, SCRIPT, "--out", refused, "--part", "text", "--no-debs", "--limit-mib", "10"]);
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(new RegExp(`^gpu-bundle: ${join(refused, "text")} would be [0-9.]+ MiB, over the 10 MiB limit; nothing was written\n$`));
+    expect(r.err).toMatch(
+      new RegExp(`^gpu-bundle: ${join(refused, "text")} would be [0-9.]+ MiB, over the 10 MiB limit; nothing was written\n$`),
+    );
     expect(readdirSync(refused)).toEqual([]);
   }, 300_000);
 });
