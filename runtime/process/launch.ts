@@ -89,12 +89,14 @@ export function launchWorker(command: string[], options: LaunchOptions): Launche
   };
 }
 
-/** setpriv (util-linux) asks the kernel to SIGKILL the worker when its owner dies, whatever the worker is doing. */
+/** setpriv (util-linux): it asks the kernel to SIGKILL the worker when its owner dies, whatever the worker is doing. Looked up once. */
+let setpriv: string | null | undefined;
+const setprivPath = (): string | null => (setpriv ??= process.platform === "linux" ? Bun.which("setpriv") : null);
+
 function withParentDeath(command: string[]): string[] {
-  const setpriv = process.platform === "linux" ? Bun.which("setpriv") : null;
-  return setpriv ? [setpriv, "--pdeathsig", "KILL", "--", ...command] : command;
+  const path = setprivPath();
+  return path ? [path, "--pdeathsig", "KILL", "--", ...command] : command;
 }
 
 /** Whether launched workers get the kernel's parent-death signal (else they watch their parent themselves). */
-export const kernelEndsOrphans = (sandboxed: boolean): boolean =>
-  sandboxed || (process.platform === "linux" && Bun.which("setpriv") !== null);
+export const kernelEndsOrphans = (sandboxed: boolean): boolean => sandboxed || setprivPath() !== null;

@@ -1,6 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { alive as running } from "../../runtime/process/process-tree.ts";
 import type { TestServer } from "./test-server.ts";
 import { until } from "./until.ts";
 
@@ -29,9 +30,7 @@ export interface StuckPids extends Disposable {
 /** Whether a live process (not a zombie) has `entry` in the environment it was started with, and is not bwrap. */
 function startedWith(pid: number, entry: string): boolean {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-    if (state === "Z" || state === "X" || stat.includes("(bwrap)")) return false;
+    if (!running(pid) || readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "bwrap") return false;
     return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(entry);
   } catch {
     return false;
