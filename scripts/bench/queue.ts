@@ -27,7 +27,8 @@
  *
  * `--baseline DIR` runs Spool from another checkout (its own node_modules installed) in the same
  * rounds, with the same workers and submitters: a before-and-after that the machine's drift from
- * hour to hour does not blur. `--floor` runs the protocol floor the same way (a bare Bun.serve
+ * hour to hour does not blur. With `--mode redis` both run, `--rounds` times, per shape on 1 and
+ * 2 servers on the same redis-server (and the baseline gets a MONITOR pass of its own). `--floor` runs the protocol floor the same way (a bare Bun.serve
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
  * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
  * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
@@ -55,6 +56,7 @@ import { backlogRuns, type BacklogRun } from "./harness/queue-backlog.ts";
 import { bullProcesses, spoolProcesses, type ProcessRun } from "./harness/queue-processes.ts";
 import { printBacklog, printReferences, printSideBySide } from "./harness/queue-side-by-side.ts";
 import { payloadRuns, printPayload, type PayloadRun } from "./harness/queue-payload.ts";
+import { printRedisBaseline, redisBaselineRounds } from "./harness/queue-redis-baseline.ts";
 import type { Throughput } from "./harness/queue-timing.ts";
 
 const USAGE =
@@ -115,8 +117,6 @@ if (flags.mode !== undefined && flags.store !== undefined && flags.mode !== flag
 }
 const MODE = (flags.mode ?? flags.store ?? "all") as Mode;
 if (!MODES.includes(MODE)) cli.fail(`--mode must be one of ${MODES.join(", ")}, got ${MODE}`);
-if (MODE === "redis" && BASELINE !== undefined)
-  cli.fail("--baseline adds rows to the embedded store's side-by-side; it does nothing with --mode redis");
 if (flags.store !== undefined && flags.store !== "embedded" && flags.store !== "redis") {
   cli.fail(`--store must be embedded or redis, got ${flags.store}`);
 }
@@ -137,6 +137,7 @@ async function main(): Promise<void> {
   console.log(`machine: ${info}\n`);
 
   const onRedis: Throughput[] = [];
+  let redisBaseline: Throughput[] = [];
   const lat: Latency[] = [];
   let redisInfo = "";
   const profiles: Parameters<typeof printProfiles>[0] = [];
@@ -237,6 +238,10 @@ async function main(): Promise<void> {
       onRedis.push(b);
       log(b);
     }
+    if (BASELINE) {
+      console.log(`Redis store beside the baseline (${BASELINE}), ${ROUNDS} rounds:`);
+      redisBaseline = await redisBaselineRounds(rig, shapes, ROUNDS, BASELINE, console.log);
+    }
     console.log("Redis store by payload size:");
     redisPayload = await payloadRuns(rig, PAYLOAD, (bytes) => Math.max(20, Math.min(300, Math.round(3e6 / bytes))), true);
     for (const p of redisPayload)
@@ -253,6 +258,15 @@ async function main(): Promise<void> {
         spoolThroughput(rig, { ...w1, name: "profile", servers: 1, redis: true, jobs: PROFILE, probe }),
       );
       profiles.push({ label: "Spool, 1 server, 1 worker × 1", ...sp });
+      if (BASELINE) {
+        await redis.client.send("FLUSHALL", []);
+        const base = await profile(
+          redis,
+          (probe) => spoolThroughput(rig, { ...w1, name: "profile-base", servers: 1, redis: true, jobs: PROFILE, probe, root: BASELINE }),
+          BASELINE,
+        );
+        profiles.push({ label: "Spool baseline, 1 server, 1 worker × 1", ...base });
+      }
       const bp = await profile(redis, (probe) =>
         bullThroughput(rig, { label: w1.label, shape: "profile", workers: 1, concurrency: 1, jobs: PROFILE, probe }),
       );
@@ -286,6 +300,10 @@ async function main(): Promise<void> {
     printThroughput(onRedis, true);
     printRatios(onRedis, shapes, BATCH);
     if (flags.floor) printRedisFloor(onRedis, shapes);
+  }
+  if (redisBaseline.length) {
+    console.log(`### Redis store beside the baseline ${BASELINE} (${JOBS} no-op jobs timed after ${WARM} untimed; median of ${ROUNDS} rounds)\n`);
+    printRedisBaseline(redisBaseline, shapes);
   }
   if (redisPayload.length) {
     console.log("### Redis store by payload size (one client: run -> job-take -> job-done -> status, the same size in input and result)\n");

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { SCRIPT_SOURCES } from "../../../runtime/server/store/redis/redis-lua.ts";
 import { drain } from "./pipes.ts";
 import type { RedisProcess } from "./redis-process.ts";
@@ -6,8 +7,13 @@ import type { Probe, Throughput } from "./queue-timing.ts";
 const sha1 = (text: string) => new Bun.CryptoHasher("sha1").update(text).digest("hex");
 
 /** Names Spool's and BullMQ's scripts by the SHA1 that EVALSHA sends (for the MONITOR breakdown). */
-async function scriptNames(): Promise<Map<string, string>> {
+async function scriptNames(baseline?: string): Promise<Map<string, string>> {
   const names = new Map(Object.entries(SCRIPT_SOURCES).map(([name, src]) => [sha1(src), name]));
+  if (baseline) {
+    // Another checkout's scripts (--baseline) are named too, where they differ from these.
+    const other = (await import(join(baseline, "runtime/server/store/redis/redis-lua.ts"))) as { SCRIPT_SOURCES: Record<string, string> };
+    for (const [name, src] of Object.entries(other.SCRIPT_SOURCES)) if (!names.has(sha1(src))) names.set(sha1(src), name);
+  }
   try {
     const bull = (await import("bullmq/dist/esm/scripts/index.js")) as Record<string, { name?: string; content?: string }>;
     for (const s of Object.values(bull)) if (s?.name && s.content) names.set(sha1(s.content), `bullmq ${s.name}`);
@@ -29,8 +35,8 @@ export interface CommandCounts {
  * `redis-cli monitor`, counting between an ECHO marker sent by begin() and one sent by end().
  * Ours are the only ECHOs, so the window is exact; MONITOR slows Redis, so this pass is untimed.
  */
-async function startMonitor(redis: RedisProcess): Promise<{ monitor: CommandCounts & Probe; stop: () => Promise<void> }> {
-  const names = await scriptNames();
+async function startMonitor(redis: RedisProcess, baseline?: string): Promise<{ monitor: CommandCounts & Probe; stop: () => Promise<void> }> {
+  const names = await scriptNames(baseline);
   const proc = Bun.spawn(["redis-cli", "-p", String(redis.port), "monitor"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const topLevel = new Map<string, number>();
   const inScripts = new Map<string, number>();
@@ -94,9 +100,13 @@ async function startMonitor(redis: RedisProcess): Promise<{ monitor: CommandCoun
   };
 }
 
-/** Runs `run` with MONITOR counting from the probe's begin to its end. */
-export async function profile(redis: RedisProcess, run: (probe: Probe) => Promise<Throughput>): Promise<{ r: Throughput } & CommandCounts> {
-  const { monitor, stop } = await startMonitor(redis);
+/** Runs `run` with MONITOR counting from the probe's begin to its end; `baseline`: a checkout whose scripts are named too. */
+export async function profile(
+  redis: RedisProcess,
+  run: (probe: Probe) => Promise<Throughput>,
+  baseline?: string,
+): Promise<{ r: Throughput } & CommandCounts> {
+  const { monitor, stop } = await startMonitor(redis, baseline);
   try {
     const r = await run(monitor);
     return { r, topLevel: monitor.topLevel, inScripts: monitor.inScripts };

@@ -20,6 +20,8 @@ export interface SpoolScenario {
   floor?: boolean;
   /** Floor servers that share their queue through Redis (`shared=1`), also when there is one. */
   shared?: boolean;
+  /** Spool of another checkout (--baseline): its `runtime/cli.ts serve` runs the servers. */
+  root?: string;
   /** @default the rig's jobs */
   jobs?: number;
   probe?: Probe;
@@ -35,7 +37,7 @@ export async function spoolThroughput(rig: QueueRig, s: SpoolScenario): Promise<
     const store = s.redis ? `${rig.redis!.url}?prefix=${rig.unique(s.name)}${shared}` : undefined;
     // One at a time: the first creates the store's API key, the others are handed it.
     for (let i = 0; i < s.servers; i++) {
-      const as = s.floor ? { script: FLOOR_SCRIPT, key: "floor" } : { key: servers[0]?.key };
+      const as = s.floor ? { script: FLOOR_SCRIPT, key: "floor" } : { key: servers[0]?.key, root: s.root };
       servers.push(await rig.startServer(rig.unique(s.name), { store, ...as }));
     }
     const clients = servers.map(queueClient);
@@ -71,7 +73,7 @@ export async function spoolThroughput(rig: QueueRig, s: SpoolScenario): Promise<
     return {
       label: s.label,
       shape: s.shape ?? s.name,
-      system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : "Spool",
+      system: s.floor ? (s.shared ? "protocol floor, shared queue" : "protocol floor") : s.root ? "Spool baseline" : "Spool",
       servers: s.servers,
       workers: s.workers,
       jobs,

@@ -6,7 +6,7 @@ export interface Throughput {
   label: string;
   /** Which of the scenario shapes (worker count and concurrency) it ran. */
   shape: string;
-  system: "Spool" | "BullMQ" | "protocol floor" | "protocol floor, shared queue";
+  system: "Spool" | "Spool baseline" | "BullMQ" | "protocol floor" | "protocol floor, shared queue";
   /** Spool servers; 0 for BullMQ (in this process). */
   servers: number;
   workers: number;
