@@ -67,9 +67,7 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
-  readonly #enqueues: ScriptBatch;
-  readonly #finishes: ScriptBatch;
-  readonly #claims: ScriptBatch;
+  readonly #batch: ScriptBatch;
   readonly #watch: ReplyWatch;
   #closing = false;
 
@@ -79,9 +77,7 @@ export class RedisStore implements Store {
     this.#subscriber = subscriber;
     this.#prefix = prefix;
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
-    this.#enqueues = new ScriptBatch(this.#scripts, "enqueue");
-    this.#finishes = new ScriptBatch(this.#scripts, "finish");
-    this.#claims = new ScriptBatch(this.#scripts, "claim");
+    this.#batch = new ScriptBatch(this.#scripts);
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
@@ -106,7 +102,7 @@ export class RedisStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
-    const reply = await this.#enqueues.run(now, [
+    const reply = await this.#batch.run("enqueue", now, [
       jobFields(job),
       JSON.stringify(job.input),
       maxQueued === undefined ? "" : String(maxQueued),
@@ -130,7 +126,7 @@ export class RedisStore implements Store {
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
-    const rows = (await this.#claims.run(now, [endpointId, workerId, String(max)])) as JobReply[];
+    const rows = (await this.#batch.run("claim", now, [endpointId, workerId, String(max)])) as JobReply[];
     return rows.map(fromReply);
   }
 
@@ -191,7 +187,7 @@ export class RedisStore implements Store {
     const text = payload === undefined ? "" : JSON.stringify(payload);
     // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
-    const r = (await this.#finishes.run(now, [
+    const r = (await this.#batch.run("finish", now, [
       workerId,
       jobId,
       failed ? "error" : "output",
