@@ -30,7 +30,10 @@
  * hour to hour does not blur. With `--mode redis` both run, `--rounds` times, per shape on 1 and
  * 2 servers on the same redis-server (and the baseline gets a MONITOR pass of its own). `--floor` runs the protocol floor the same way (a bare Bun.serve
  * with the queue in memory: see bench/protocol-floor-server.ts), the least any server speaking
- * this protocol over HTTP costs here. Both print a table of their own beside the BullMQ one.
+ * this protocol over HTTP costs here, and the durable floor (the same server with its queue in
+ * SQLite, WAL and group commit as the embedded store, each answer after its COMMIT: the least a
+ * server that promises what the embedded store promises costs here). Both print a table of their
+ * own beside the BullMQ one.
  * With `--mode redis`, `--floor` runs the floor with its queue on the same redis-server (one
  * command a step, no script) beside Spool's Redis store and BullMQ, for each shape; then one and
  * two floor servers sharing their queue through Redis (the least a second server costs here).
@@ -64,7 +67,7 @@ const USAGE =
   "                                  [--clients 16] [--batch 8] [--profile 200 (jobs under MONITOR; 0 skips)]\n" +
   "                                  [--backlog 1000,10000,100000] [--submits 2000] [--takes 300] [--payload 1000,100000,1000000]\n" +
   "                                  [--rounds 3 (Spool then BullMQ per round, worker processes)]\n" +
-  "                                  [--baseline DIR (Spool of another checkout in the same rounds)] [--floor (the protocol floor too)]";
+  "                                  [--baseline DIR (Spool of another checkout in the same rounds)] [--floor (the protocol and durable floors too)]";
 const cli = benchCli("bench-queue", USAGE);
 
 const { values: flags } = parseArgs({
@@ -171,7 +174,11 @@ async function main(): Promise<void> {
         const steps: (() => Promise<ProcessRun>)[] = [
           () => spoolProcesses(rig, { ...sh, shape: sh.name }),
           ...(BASELINE ? [() => spoolProcesses(rig, { ...sh, shape: sh.name, as: { system: "Spool baseline", root: BASELINE } })] : []),
-          ...(flags.floor ? [() => spoolProcesses(rig, { ...sh, shape: sh.name, as: { system: "protocol floor" } })] : []),
+          ...(flags.floor
+            ? (["protocol floor", "durable floor"] as const).map(
+                (system) => () => spoolProcesses(rig, { ...sh, shape: sh.name, as: { system } }),
+              )
+            : []),
           async () => {
             await redis.client.send("FLUSHALL", []);
             return bullProcesses(rig, { ...sh, shape: sh.name });
@@ -302,7 +309,9 @@ async function main(): Promise<void> {
     if (flags.floor) printRedisFloor(onRedis, shapes);
   }
   if (redisBaseline.length) {
-    console.log(`### Redis store beside the baseline ${BASELINE} (${JOBS} no-op jobs timed after ${WARM} untimed; median of ${ROUNDS} rounds)\n`);
+    console.log(
+      `### Redis store beside the baseline ${BASELINE} (${JOBS} no-op jobs timed after ${WARM} untimed; median of ${ROUNDS} rounds)\n`,
+    );
     printRedisBaseline(redisBaseline, shapes);
   }
   if (redisPayload.length) {

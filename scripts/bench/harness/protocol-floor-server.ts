@@ -7,7 +7,8 @@
  * Spool (--floor) as a reference row: what Spool's own work costs on top of the HTTP requests
  * themselves. Prints "listening on <url>".
  *
- * Its queue is in memory, or with `--store <redis url>[?prefix=P]` in Redis, one command a step
+ * Its queue is in memory; with `--store sqlite --data DIR`, in a SQLite file in DIR with group
+ * commit, each write answered after its COMMIT (the durable floor: floor-sqlite-queue.ts); or with `--store <redis url>[?prefix=P]` in Redis, one command a step
  * and no script: a submission is an LPUSH (or, to a take waiting on this server, a SET of the job
  * as taken), a take an RPOP of up to the batch size, a result a SET. That is the least a server
  * on Redis writes for each of the protocol's three requests. The counts in /health are the
@@ -18,79 +19,18 @@
  * in a BRPOP of its own connection, so a job pushed through any server reaches it (then an RPOP
  * of the rest of its batch).
  *
- *   bun scripts/bench/harness/protocol-floor-server.ts [--store redis://host:port?prefix=P[&shared=1]]
+ *   bun scripts/bench/harness/protocol-floor-server.ts [--store redis://host:port?prefix=P[&shared=1] | --store sqlite --data DIR]
  */
-import { RedisClient } from "bun";
+import { memoryQueue, redisQueue, type FloorQueue } from "./floor-queue.ts";
+import { sqliteQueue } from "./floor-sqlite-queue.ts";
 
-type Job = { id: string; input: unknown };
-
-/** Where the floor keeps its queue: each step is one write, answered when it is done. */
-interface FloorQueue {
-  push(job: Job): Promise<void> | void;
-  /** A job handed straight to a waiting take: written as taken, never queued. */
-  hand(job: Job): Promise<void> | void;
-  /** Up to n jobs, as JSON texts. */
-  take(n: number): Promise<string[]> | string[];
-  done(id: string, result: string): Promise<void> | void;
-  depth(): Promise<number> | number;
-  /** Shared queues only: waits up to `seconds` for a job pushed through any server, then takes up to n. */
-  wait?(n: number, seconds: number): Promise<string[]>;
-}
-
-function memoryQueue(): FloorQueue {
-  const queue: string[] = [];
-  let head = 0;
-  return {
-    push: (job) => void queue.push(JSON.stringify(job)),
-    hand: () => {},
-    take(n) {
-      const out = queue.slice(head, head + n);
-      head += out.length;
-      if (head > 1024 && head * 2 > queue.length) {
-        queue.splice(0, head);
-        head = 0;
-      }
-      return out;
-    },
-    done: () => {},
-    depth: () => queue.length - head,
-  };
-}
-
-function redisQueue(url: string): FloorQueue {
-  const u = new URL(url);
-  const prefix = u.searchParams.get("prefix") ?? "floor";
-  const shared = u.searchParams.get("shared") === "1";
-  u.search = "";
-  const client = new RedisClient(u.href);
-  const q = `{${prefix}}:q`;
-  /** Connections for blocked takes (a BRPOP holds its connection until it is answered). */
-  const idle: RedisClient[] = [];
-  const wait = async (n: number, seconds: number): Promise<string[]> => {
-    const c = idle.pop() ?? new RedisClient(u.href);
-    try {
-      const got = (await c.send("BRPOP", [q, String(seconds)])) as [string, string] | null;
-      if (!got) return [];
-      if (n === 1) return [got[1]];
-      // The popped job is answered even if the rest of the batch cannot be taken.
-      const rest = (await c.send("RPOP", [q, String(n - 1)]).catch(() => null)) as string[] | null;
-      return [got[1], ...(rest ?? [])];
-    } finally {
-      idle.push(c);
-    }
-  };
-  return {
-    ...(shared ? { wait } : {}),
-    push: async (job) => void (await client.send("LPUSH", [q, JSON.stringify(job)])),
-    hand: async (job) => void (await client.send("SET", [`{${prefix}}:run:${job.id}`, JSON.stringify(job)])),
-    take: async (n) => ((await client.send("RPOP", [q, String(n)])) as string[] | null) ?? [],
-    done: async (id, result) => void (await client.send("SET", [`{${prefix}}:res:${id}`, result])),
-    depth: async () => Number(await client.send("LLEN", [q])),
-  };
-}
-
-const at = Bun.argv.indexOf("--store");
-const store: FloorQueue = at > 0 ? redisQueue(Bun.argv[at + 1]!) : memoryQueue();
+const arg = (name: string) => {
+  const at = Bun.argv.indexOf(name);
+  return at > 0 ? Bun.argv[at + 1] : undefined;
+};
+const storeArg = arg("--store");
+const store: FloorQueue =
+  storeArg === undefined ? memoryQueue() : storeArg === "sqlite" ? sqliteQueue(arg("--data") ?? ".") : redisQueue(storeArg);
 
 /** Takes waiting for a job, longest waiting first (none with a shared queue: those wait in Redis). */
 const parked: { resolve: (jobs: string[] | null) => void }[] = [];

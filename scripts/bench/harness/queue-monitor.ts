@@ -35,7 +35,10 @@ export interface CommandCounts {
  * `redis-cli monitor`, counting between an ECHO marker sent by begin() and one sent by end().
  * Ours are the only ECHOs, so the window is exact; MONITOR slows Redis, so this pass is untimed.
  */
-async function startMonitor(redis: RedisProcess, baseline?: string): Promise<{ monitor: CommandCounts & Probe; stop: () => Promise<void> }> {
+async function startMonitor(
+  redis: RedisProcess,
+  baseline?: string,
+): Promise<{ monitor: CommandCounts & Probe; stop: () => Promise<void> }> {
   const names = await scriptNames(baseline);
   const proc = Bun.spawn(["redis-cli", "-p", String(redis.port), "monitor"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const topLevel = new Map<string, number>();

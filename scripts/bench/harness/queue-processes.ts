@@ -8,8 +8,8 @@ import type { QueueRig } from "./queue-rig.ts";
 
 /** One side-by-side run: workers in processes of their own, submit loops in this process. */
 export interface ProcessRun {
-  /** Spool; BullMQ; Spool of another checkout (--baseline); the protocol floor (--floor). */
-  system: "Spool" | "BullMQ" | "Spool baseline" | "protocol floor";
+  /** Spool; BullMQ; Spool of another checkout (--baseline); the protocol floor and the durable floor (--floor). */
+  system: "Spool" | "BullMQ" | "Spool baseline" | "protocol floor" | "durable floor";
   shape: string;
   jobs: number;
   seconds: number;
@@ -108,7 +108,8 @@ export const FLOOR_SCRIPT = join(import.meta.dir, "protocol-floor-server.ts");
 /**
  * Spool on a fresh embedded store: `workers` worker processes taking one job or batches of
  * `size`. `as` runs another server in its place, with the same workers and submitters: Spool
- * from another checkout (`root`), or the protocol floor.
+ * from another checkout (`root`), the protocol floor (its queue in memory), or the durable floor
+ * (its queue in SQLite with group commit, each answer after its COMMIT).
  */
 export async function spoolProcesses(
   rig: QueueRig,
@@ -117,11 +118,16 @@ export async function spoolProcesses(
     workers: number;
     size: number | null;
     jobs?: number;
-    as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" };
+    as?: { system: "Spool baseline"; root: string } | { system: "protocol floor" | "durable floor" };
   },
 ): Promise<ProcessRun> {
   const jobs = s.jobs ?? rig.settings.jobs;
-  const other = s.as?.system === "Spool baseline" ? { root: s.as.root } : s.as ? { script: FLOOR_SCRIPT, key: "floor" } : {};
+  const other =
+    s.as?.system === "Spool baseline"
+      ? { root: s.as.root }
+      : s.as
+        ? { script: FLOOR_SCRIPT, key: "floor", store: s.as.system === "durable floor" ? "sqlite" : undefined }
+        : {};
   const server = await rig.startServer(rig.unique(`p-${s.shape}`), other);
   const procs: Bun.Subprocess[] = [];
   try {

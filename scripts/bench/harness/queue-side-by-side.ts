@@ -55,7 +55,7 @@ export function printSideBySide(runs: ProcessRun[], shapes: { name: string; labe
 
 /**
  * The reference servers run in the same rounds with the same workers and submitters (Spool of
- * another checkout, --baseline; the protocol floor, --floor): each one's rate against BullMQ's
+ * another checkout, --baseline; the protocol and durable floors, --floor): each one's rate against BullMQ's
  * and against this checkout's Spool, round by round, and its server CPU per job beside Spool's.
  */
 export function printReferences(runs: ProcessRun[], shapes: { name: string; label: string }[]): void {
@@ -65,7 +65,7 @@ export function printReferences(runs: ProcessRun[], shapes: { name: string; labe
   for (const sh of shapes) {
     const of = (system: ProcessRun["system"]) => runs.filter((r) => r.system === system && r.shape === sh.name);
     const [bull, spool] = [of("BullMQ"), of("Spool")];
-    for (const system of ["Spool baseline", "protocol floor"] as const) {
+    for (const system of ["Spool baseline", "protocol floor", "durable floor"] as const) {
       const ref = of(system);
       if (!ref.length) continue;
       const vsSpool = ref.map((r, i) => rate(spool[i]!) / rate(r));

@@ -28,7 +28,7 @@ export interface SpoolOptions {
   root?: string;
   /** The spool CLI entry that runs `serve` (a bundled `cli.js`). @default `<root>/runtime/cli.ts` */
   cli?: string;
-  /** Runs this script instead of `spool serve` (a reference server that prints "listening on <url>"; give `key`); `store` is passed on as `--store`. */
+  /** Runs this script instead of `spool serve` (a reference server that prints "listening on <url>"; give `key`); `store` is passed on as `--store`, the data dir as `--data`. */
   script?: string;
   /** Lead a new process group, which the workers its scaler spawns join. @default false */
   detached?: boolean;
@@ -47,7 +47,9 @@ export async function startSpool(opts: SpoolOptions): Promise<SpoolProcess> {
   const args = ["serve", "--port", "0", "--data", opts.dataDir, "--config", opts.configPath, ...store];
   // SPOOL_BENCH_SERVER_FLAGS: extra bun flags for the servers, e.g. "--cpu-prof-md --cpu-prof-dir=/tmp/prof".
   const flags = (process.env.SPOOL_BENCH_SERVER_FLAGS ?? "").split(" ").filter(Boolean);
-  const command = opts.script ? [opts.script, ...store] : [opts.cli ?? join(opts.root ?? REPO_ROOT, "runtime/cli.ts"), ...args];
+  const command = opts.script
+    ? [opts.script, ...store, "--data", opts.dataDir]
+    : [opts.cli ?? join(opts.root ?? REPO_ROOT, "runtime/cli.ts"), ...args];
   const proc = Bun.spawn([process.execPath, ...flags, ...command], {
     cwd: opts.cwd ?? opts.root ?? REPO_ROOT,
     stdin: "ignore",
