@@ -139,6 +139,45 @@ test("sqlite: a write re-run after its group rolled back still records the worke
   await s.close();
 });
 
+test("sqlite: a stop owed to a worker is delivered after a restart and after a group that removed another rolled back", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  const job = (id: string, executionTimeout = 60_000) => ({
+    id,
+    endpointId: "ep",
+    input: {},
+    policy: { ...policy, executionTimeout },
+    sync: false,
+  });
+  try {
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    for (const id of ["a", "b", "c"]) await s.enqueue(job(id), T0);
+    await s.claim("ep", "w", 3, T0);
+    await s.cancel("ep", "a", T0);
+    await s.close();
+
+    // Reopened: the stop written before is still owed, and a job's end removes its own.
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    await s.finish("w", "c", { output: 1 }, false, T0 + 1);
+    expect(await s.takeStops("w")).toEqual(["a"]);
+
+    // Two stops owed: a timed-out run's and a cancelled one's.
+    await s.enqueue(job("t", 1_000), T0 + 2);
+    await s.claim("ep", "w", 1, T0 + 2);
+    await s.touchWorker("w", "ep", "k", T0 + 2);
+    await s.sweep(T0 + 1_002, 60_000);
+    await s.cancel("ep", "b", T0 + 1_003);
+    // One group: the retry (which removes the timed-out run's stop) and a duplicate id that rolls
+    // the group back; the retry is re-run alone. The cancelled job's stop is still owed.
+    const [retried, dup] = await Promise.allSettled([s.retry("ep", "t", T0 + 1_004), s.enqueue(job("a"), T0 + 1_004)]);
+    expect([retried.status, dup.status]).toEqual(["fulfilled", "rejected"]);
+    expect(await s.takeStops("w")).toEqual(["b"]);
+    expect(await s.takeStops("w")).toEqual([]);
+    await s.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("sqlite: a long input is kept beside the row, survives a restart, and goes with its job when it expires or is purged", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {

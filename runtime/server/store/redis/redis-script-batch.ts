@@ -78,7 +78,9 @@ export class ScriptBatch {
       (replies) => {
         this.#inFlight--;
         if (!Array.isArray(replies) || replies.length !== calls.length) {
-          const error = new Error(`${script} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`);
+          const error = new Error(
+            `${script} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`,
+          );
           return calls.forEach((c) => c.reject(error));
         }
         calls.forEach((c, i) => settle(c, replies[i] ?? null));

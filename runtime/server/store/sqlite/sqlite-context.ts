@@ -46,6 +46,30 @@ export class SqliteContext {
     this.#seq = (db.query("SELECT MAX(seq) AS m FROM jobs").get() as { m: number | null }).m ?? 0;
     this.index = new JobIndex(db);
     this.idempotencyKeys = db.query("SELECT 1 FROM idempotency_keys LIMIT 1").get() !== null;
+    this.#stopRows = this.#countStops();
+  }
+
+  /** Rows in stops, kept in step with the table (counted again after a rollback): while there are none, a job's end deletes none. */
+  #stopRows: number;
+
+  #countStops(): number {
+    return (this.db.query("SELECT COUNT(*) AS n FROM stops").get() as { n: number }).n;
+  }
+
+  /** Removes the stops owed for a job (it ended or starts again). */
+  dropJobStops(jobId: string): void {
+    if (this.#stopRows > 0) this.#stopRows -= this.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId).changes;
+  }
+
+  /** Removes and returns the jobs a worker was told to stop. */
+  takeWorkerStops(workerId: string): string[] {
+    if (this.#stopRows === 0) return [];
+    const ids = this.db
+      .query<{ job_id: string }, [string]>("DELETE FROM stops WHERE worker_id = ? RETURNING job_id")
+      .all(workerId)
+      .map((r) => r.job_id);
+    this.#stopRows -= ids.length;
+    return ids;
   }
 
   /** Whether any Idempotency-Key may be kept: until one is written, a lookup or a prune has nothing to read. */
@@ -136,6 +160,7 @@ export class SqliteContext {
     this.running.clear();
     this.#active.clear();
     this.#noExpiryBefore = -Infinity;
+    this.#stopRows = this.#countStops();
   }
 
   /**
@@ -170,7 +195,7 @@ export class SqliteContext {
   stop(workerId: string | null, jobId: string, announce: Announce): void {
     this.running.delete(jobId); // ended (cancelled, timed out, expired) without its result
     if (!workerId) return;
-    this.db.query("INSERT OR IGNORE INTO stops (worker_id, job_id) VALUES (?, ?)").run(workerId, jobId);
+    this.#stopRows += this.db.query("INSERT OR IGNORE INTO stops (worker_id, job_id) VALUES (?, ?)").run(workerId, jobId).changes;
     announce(topics.stop(workerId));
   }
 

@@ -99,14 +99,11 @@ export const duties = {
    */
   forgetWorker(s: SqliteContext, workerId: string): void {
     s.db.query("UPDATE workers SET last_seen = 0 WHERE id = ?").run(workerId);
-    s.db.query("DELETE FROM stops WHERE worker_id = ?").run(workerId);
+    s.takeWorkerStops(workerId);
   },
 
   takeStops(s: SqliteContext, workerId: string): string[] {
-    return s.db
-      .query<{ job_id: string }, [string]>("DELETE FROM stops WHERE worker_id = ? RETURNING job_id")
-      .all(workerId)
-      .map((r) => r.job_id);
+    return s.takeWorkerStops(workerId);
   },
 
   takeDueDeliveries(s: SqliteContext, now: number, leaseMs: number, limit: number): WebhookDelivery[] {
@@ -173,7 +170,7 @@ export const duties = {
       (outcome === "requeued" ? report.requeued : report.lost).push(j.id);
     }
     const dead = s.db.query<{ id: string }, [number]>("DELETE FROM workers WHERE last_seen <= ? RETURNING id").all(cutoff);
-    for (const w of dead) s.db.query("DELETE FROM stops WHERE worker_id = ?").run(w.id);
+    for (const w of dead) s.takeWorkerStops(w.id);
     idempotency.prune(s, now);
     return report;
   },

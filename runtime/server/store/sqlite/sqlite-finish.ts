@@ -87,7 +87,7 @@ export function finishJob(
   }
   s.index.move(ended.endpointId, "IN_PROGRESS", status);
   s.workerActive(workerId, now);
-  s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
+  s.dropJobStops(jobId);
   if (!failed && cost !== undefined && keyId) {
     s.db
       .query(

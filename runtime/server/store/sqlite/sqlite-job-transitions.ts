@@ -215,7 +215,7 @@ export const jobTransitions = {
     const seq = s.nextSeq();
     s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     // A stop owed to the earlier run (its timeout) must not cancel the new one.
-    s.db.query("DELETE FROM stops WHERE job_id = ?").run(jobId);
+    s.dropJobStops(jobId);
     s.db
       .query(
         `UPDATE jobs SET status = 'IN_QUEUE', seq = ?, queued_at = ?, expires_at = ?, started_at = NULL,
