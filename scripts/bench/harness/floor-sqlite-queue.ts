@@ -27,13 +27,21 @@ export function sqliteQueue(dir: string): FloorQueue {
   const commit = db.query("COMMIT");
 
   let batch: Write[] = [];
+  const rollback = db.query("ROLLBACK");
   const flush = () => {
     const writes = batch;
     batch = [];
     const out: unknown[] = [];
-    begin.run();
-    for (const w of writes) out.push(w.run());
-    commit.run();
+    try {
+      begin.run();
+      for (const w of writes) out.push(w.run());
+      commit.run();
+    } catch (error) {
+      // The floor has no refusals: a failed write fails its whole group, which changes nothing.
+      if (db.inTransaction) rollback.run();
+      for (const w of writes) w.reject(error);
+      return;
+    }
     writes.forEach((w, i) => w.resolve(out[i]));
   };
   const write = <T>(run: () => T): Promise<T> =>

@@ -29,8 +29,12 @@ const arg = (name: string) => {
   return at > 0 ? Bun.argv[at + 1] : undefined;
 };
 const storeArg = arg("--store");
-const store: FloorQueue =
-  storeArg === undefined ? memoryQueue() : storeArg === "sqlite" ? sqliteQueue(arg("--data") ?? ".") : redisQueue(storeArg);
+const dataArg = arg("--data");
+if (storeArg === "sqlite" && dataArg === undefined) {
+  console.error("protocol-floor-server: --store sqlite needs --data DIR (where its floor.db goes)");
+  process.exit(2);
+}
+const store: FloorQueue = storeArg === undefined ? memoryQueue() : storeArg === "sqlite" ? sqliteQueue(dataArg!) : redisQueue(storeArg);
 
 /** Takes waiting for a job, longest waiting first (none with a shared queue: those wait in Redis). */
 const parked: { resolve: (jobs: string[] | null) => void }[] = [];

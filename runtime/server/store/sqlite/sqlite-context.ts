@@ -63,7 +63,7 @@ export class SqliteContext {
 
   /** Removes and returns the jobs a worker was told to stop. */
   takeWorkerStops(workerId: string): string[] {
-    if (this.#stopRows === 0) return [];
+    if (this.#stopRows <= 0) return [];
     const ids = this.db
       .query<{ job_id: string }, [string]>("DELETE FROM stops WHERE worker_id = ? RETURNING job_id")
       .all(workerId)
