@@ -70,58 +70,6 @@ test("redis: submissions made while one is in flight go to Redis together as one
   }
 });
 
-test("redis: a result, a take and a submission made while one is in flight share one script run, each answered as alone", async () => {
-  await using own = await startOwnRedis();
-  const p = prefix();
-  const s = await RedisStore.connect(own.url, { retention: RETENTION }, p);
-  const raw = new Bun.RedisClient(own.url);
-  try {
-    await raw.send("SET", [`${p}list:broken`, "not a sorted set"]); // a submission to `broken` fails in Redis
-    await s.enqueue(newJob("a"), T0);
-    await s.enqueue(newJob("b"), T0);
-    const [taken] = await s.claim("ep", "w", 1, T0);
-    const before = await evalshaCallsAt(own.url);
-    const [inFlight, done, next, failed, queued, notRunning] = await Promise.allSettled([
-      s.enqueue(newJob("first"), T0 + 1), // goes at once; the rest wait for the end of the turn
-      s.finish("w", taken!.id, { output: "ok" }, false, T0 + 1),
-      s.claim("ep", "w", 1, T0 + 1),
-      s.enqueue(newJob("x", { endpointId: "broken" }), T0 + 1),
-      s.enqueue(newJob("c"), T0 + 1),
-      s.finish("w", "no-such-job", { output: 1 }, false, T0 + 1),
-    ]);
-    expect(await evalshaCallsAt(own.url)).toBe(before + 2);
-    expect(inFlight).toEqual({ status: "fulfilled", value: expect.objectContaining({ id: "first", status: "IN_QUEUE" }) });
-    expect(done).toEqual({ status: "fulfilled", value: expect.objectContaining({ id: "a", status: "COMPLETED", output: "ok" }) });
-    expect(next.status === "fulfilled" && next.value.map((j) => [j.id, j.status])).toEqual([["b", "IN_PROGRESS"]]);
-    expect(failed.status === "rejected" && String(failed.reason)).toContain("WRONGTYPE");
-    expect(queued).toEqual({ status: "fulfilled", value: expect.objectContaining({ id: "c", status: "IN_QUEUE" }) });
-    expect(notRunning).toEqual({ status: "fulfilled", value: null });
-    expect((await s.claim("ep", "w", 5, T0 + 2)).map((j) => j.id)).toEqual(["first", "c"]);
-  } finally {
-    raw.close();
-    await s.close();
-  }
-});
-
-test("redis: a take in a script run with submissions leaves them their queue's true depth", async () => {
-  await using own = await startOwnRedis();
-  const s = await RedisStore.connect(own.url, { retention: RETENTION }, prefix());
-  try {
-    await s.enqueue(newJob("q1"), T0);
-    // In one run at one clock: a submission counts the queue (1), a take empties it, and a
-    // submission to a waiting worker is then handed its job (the queue is empty) rather than queued.
-    const [, , , handed] = await Promise.all([
-      s.enqueue(newJob("first"), T0),
-      s.enqueue(newJob("q2"), T0, 1000),
-      s.claim("ep", "w1", 5, T0),
-      s.enqueue(newJob("h"), T0, undefined, "w2"),
-    ]);
-    expect([handed.id, handed.status, handed.workerId]).toEqual(["h", "IN_PROGRESS", "w2"]);
-  } finally {
-    await s.close();
-  }
-});
-
 test("redis: a submission that fails in Redis fails alone, the others sent with it land", () =>
   withRaw(async (s, raw, p) => {
     await raw.send("SET", [`${p}list:broken`, "not a sorted set"]); // the broken endpoint's listing cannot be written

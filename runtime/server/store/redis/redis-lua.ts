@@ -3,7 +3,6 @@ import prelude from "./lua/prelude.lua" with { type: "text" };
 import epilogue from "./lua/epilogue.lua" with { type: "text" };
 import oneCall from "./lua/one-call.lua" with { type: "text" };
 import batch from "./lua/batch.lua" with { type: "text" };
-import mixedBatch from "./lua/mixed-batch.lua" with { type: "text" };
 import enqueue from "./lua/enqueue.lua" with { type: "text" };
 import finish from "./lua/finish.lua" with { type: "text" };
 import claim from "./lua/claim.lua" with { type: "text" };
@@ -44,9 +43,6 @@ import readLogs from "./lua/read-logs.lua" with { type: "text" };
  */
 export const BATCH_FORM = { enqueue: "enqueueBatch", finish: "finishBatch", claim: "claimBatch" } as const;
 
-/** Calls of several of the batched scripts made together run as `mixedBatch`, each marked with its kind. */
-export const MIXED_KIND = { enqueue: "e", finish: "f", claim: "c" } as const;
-
 const BODIES = {
   enqueue: [enqueue, oneCall],
   enqueueBatch: [enqueue, batch],
@@ -54,7 +50,6 @@ const BODIES = {
   finishBatch: [finish, batch],
   claim: [claim, oneCall],
   claimBatch: [claim, batch],
-  mixedBatch: [enqueue, finish, claim, mixedBatch],
   idemFind: [idemFind],
   returnJobs: [returnJobs],
   progress: [progress],

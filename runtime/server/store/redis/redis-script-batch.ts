@@ -1,15 +1,11 @@
-import { BATCH_FORM, MIXED_KIND } from "./redis-lua.ts";
+import { BATCH_FORM } from "./redis-lua.ts";
 import type { RedisScripts } from "./redis-scripts.ts";
 
 /** Most calls in one script run, and about the most characters of their arguments. */
 const BATCH_CALLS = 64;
 const BATCH_CHARS = 1024 * 1024;
 
-/** The scripts that run batched: a submission, a result and a take. */
-export type BatchedScript = keyof typeof BATCH_FORM;
-
 interface Call {
-  name: BatchedScript;
   now: number;
   args: string[];
   chars: number;
@@ -18,28 +14,29 @@ interface Call {
 }
 
 /**
- * Calls of the batched scripts (lua/enqueue.lua, finish.lua, claim.lua). A call made while none
- * is in flight goes out at once (no added wait: a lone worker or a runsync pays nothing); calls
- * made while some are in flight wait for the end of the event loop's turn and go together, one
- * round trip and one script run for all of them (up to 64, or about 1 MB of arguments each): the
- * batch form of their script when they are all of one, else the mixed form (mixed-batch.lua),
- * so that a result and the take that follows it share a trip. Calls run in the order they were
- * made, each answered with its own reply; a call's {'error', message} (a Redis error in a batch,
- * or a bad argument) rejects it with that message.
+ * Calls of one batched script (lua/enqueue.lua, finish.lua, claim.lua). A call made while none is in flight goes
+ * out at once (no added wait: a lone worker or a runsync pays nothing); calls made while some are
+ * in flight wait for the end of the event loop's turn and go together, as one run of the batch
+ * form (up to 64, or about 1 MB of arguments each: one round trip and one script run for all of
+ * them). Calls run in the order they were made, each answered with its own reply; a call's
+ * {'error', message} (a Redis error in a batch, or a bad argument) rejects it with that message.
  */
 export class ScriptBatch {
   readonly #waiting: Call[] = [];
   #inFlight = 0;
   #scheduled = false;
 
-  constructor(private readonly scripts: RedisScripts) {}
+  constructor(
+    private readonly scripts: RedisScripts,
+    private readonly name: keyof typeof BATCH_FORM,
+  ) {}
 
-  /** The reply of script `name` to this call, run at `now` with `args`. */
-  run(name: BatchedScript, now: number, args: string[]): Promise<any> {
+  /** The script's reply to this call, run at `now` with `args`. */
+  run(now: number, args: string[]): Promise<any> {
     let chars = 0;
     for (const a of args) chars += a.length;
     const { promise, resolve, reject } = Promise.withResolvers<unknown>();
-    this.#waiting.push({ name, now, args, chars, resolve, reject });
+    this.#waiting.push({ now, args, chars, resolve, reject });
     if (this.#inFlight === 0 && !this.#scheduled) this.#sendWaiting();
     else if (!this.#scheduled) {
       this.#scheduled = true;
@@ -64,22 +61,16 @@ export class ScriptBatch {
 
   #send(calls: Call[]): void {
     this.#inFlight++;
-    const name = calls[0]!.name;
-    const mixed = calls.some((c) => c.name !== name);
-    const script = mixed ? "mixedBatch" : BATCH_FORM[name];
-    const last = calls.at(-1)!.now;
     const sent: Promise<unknown[]> =
       calls.length === 1
-        ? this.scripts.run(name, [calls[0]!.now, ...calls[0]!.args]).then((r) => [r])
-        : mixed
-          ? this.scripts.run(script, [last, ...calls.flatMap((c) => [MIXED_KIND[c.name], c.now, ...c.args])])
-          : this.scripts.run(script, [last, ...calls.flatMap((c) => [c.now, ...c.args])]);
+        ? this.scripts.run(this.name, [calls[0]!.now, ...calls[0]!.args]).then((r) => [r])
+        : this.scripts.run(BATCH_FORM[this.name], [calls.at(-1)!.now, ...calls.flatMap((c) => [c.now, ...c.args])]);
     sent.then(
       (replies) => {
         this.#inFlight--;
         if (!Array.isArray(replies) || replies.length !== calls.length) {
           const error = new Error(
-            `${script} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`,
+            `${BATCH_FORM[this.name]} answered ${Array.isArray(replies) ? replies.length : typeof replies} replies to ${calls.length} calls`,
           );
           return calls.forEach((c) => c.reject(error));
         }

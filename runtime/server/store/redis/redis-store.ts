@@ -67,7 +67,9 @@ export class RedisStore implements Store {
   readonly #prefix: string;
   readonly #admission: ReservedAdmission;
   readonly #scripts: RedisScripts;
-  readonly #batch: ScriptBatch;
+  readonly #enqueues: ScriptBatch;
+  readonly #finishes: ScriptBatch;
+  readonly #claims: ScriptBatch;
   readonly #watch: ReplyWatch;
   #closing = false;
 
@@ -77,7 +79,9 @@ export class RedisStore implements Store {
     this.#subscriber = subscriber;
     this.#prefix = prefix;
     this.#scripts = new RedisScripts(client, [prefix, options.retention.syncMs, options.retention.asyncMs]);
-    this.#batch = new ScriptBatch(this.#scripts);
+    this.#enqueues = new ScriptBatch(this.#scripts, "enqueue");
+    this.#finishes = new ScriptBatch(this.#scripts, "finish");
+    this.#claims = new ScriptBatch(this.#scripts, "claim");
     this.events = new RedisEvents(client, `${prefix}events`, `${prefix}listen`);
     this.#admission = new ReservedAdmission(redisReservations(client, this.#scripts, prefix));
   }
@@ -102,7 +106,7 @@ export class RedisStore implements Store {
   }
 
   async enqueue(job: NewJob, now: number, maxQueued?: number, handTo?: string): Promise<EnqueuedJob> {
-    const reply = await this.#batch.run("enqueue", now, [
+    const reply = await this.#enqueues.run(now, [
       jobFields(job),
       JSON.stringify(job.input),
       maxQueued === undefined ? "" : String(maxQueued),
@@ -126,7 +130,7 @@ export class RedisStore implements Store {
   }
 
   async claim(endpointId: string, workerId: string, max: number, now: number): Promise<StoredJob[]> {
-    const rows = (await this.#batch.run("claim", now, [endpointId, workerId, String(max)])) as JobReply[];
+    const rows = (await this.#claims.run(now, [endpointId, workerId, String(max)])) as JobReply[];
     return rows.map(fromReply);
   }
 
@@ -187,7 +191,7 @@ export class RedisStore implements Store {
     const text = payload === undefined ? "" : JSON.stringify(payload);
     // The output is the stream of a job that streamed nothing: how many pieces, cut again when read.
     const pieces = streamOutput && !failed && payload !== undefined ? splitChunk(payload, undefined, text).length : 0;
-    const r = (await this.#batch.run("finish", now, [
+    const r = (await this.#finishes.run(now, [
       workerId,
       jobId,
       failed ? "error" : "output",
