@@ -11,6 +11,6 @@ passed=$(count pass)
 failed=$(count fail)
 skipped=$(count skip)
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-names=$(sed -n 's/^(skip) //p' "$out" | awk 'NR > 1 { printf ", " } { printf "%s", $0 }')
+names=$(sed -n 's/^(skip) //p' "$out" | awk '!seen[$0]++' | awk 'NR > 1 { printf ", " } { printf "%s", $0 }')
 echo "${skipped} skipped${names:+: $names}"
 echo "${passed} passed, ${failed} failed"

@@ -54,3 +54,31 @@ test("with nothing skipped the line says 0 skipped; a failed run with no failed 
   // The typecheck before bun test failed: npm test's status is not 0, though no test failed.
   expect(await summary(run.out, 2)).toEqual(["0 skipped", "1 passed, 1 failed"]);
 });
+
+test("a skipped test bun lists again at the end of a long run is named once", async () => {
+  // bun repeats the skipped tests under "N tests skipped:" once a run is long enough; the lines
+  // below are as a CI run printed them.
+  const dir = mkdtempSync(join(tmpdir(), "spool-summary-"));
+  try {
+    const out = join(dir, "out.txt");
+    writeFileSync(
+      out,
+      [
+        "(skip) fuzz: 2500 requests",
+        "(pass) a > b [1.00ms]",
+        "(skip) setup > on the GPU",
+        "2 tests skipped:",
+        "(skip) fuzz: 2500 requests",
+        "(skip) setup > on the GPU",
+        "",
+        " 1 pass",
+        " 2 skip",
+        " 0 fail",
+        "",
+      ].join("\n"),
+    );
+    expect(await summary(out, 0)).toEqual(["2 skipped: fuzz: 2500 requests, setup > on the GPU", "1 passed, 0 failed"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
