@@ -20,7 +20,9 @@ import { benchCli } from "./harness/cli.ts";
 import { exitCleanup, runBench } from "./harness/exit-cleanup.ts";
 import { machine, machineLine } from "./harness/machine.ts";
 import { spoolProcesses, type ProcessRun } from "./harness/queue-processes.ts";
+import { f2 } from "./harness/queue-report.ts";
 import { createQueueRig } from "./harness/queue-rig.ts";
+import { median } from "./harness/stats.ts";
 import { printTable } from "./harness/table.ts";
 
 const USAGE =
@@ -64,13 +66,6 @@ const cleanup = exitCleanup(rig.close, { onExit: rig.killAll });
 
 const rate = (r: ProcessRun) => r.jobs / r.seconds;
 const cpuUs = (r: ProcessRun) => (r.serverCpuS / r.jobs) * 1e6;
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const median = (xs: number[]) => {
-  const s = sorted(xs);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const f2 = (x: number) => x.toFixed(2);
 
 /** Which version the rounds favour: one wins only when it is ahead in every round. */
 function verdict(ratios: number[], higherIsBetter: boolean): string {

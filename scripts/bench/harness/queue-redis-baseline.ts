@@ -1,17 +1,9 @@
-import type { QueueShape } from "./queue-report.ts";
+import { f1, f2, rate, type QueueShape } from "./queue-report.ts";
+import { median } from "./stats.ts";
 import type { QueueRig } from "./queue-rig.ts";
 import { spoolThroughput } from "./queue-spool.ts";
 import type { Throughput } from "./queue-timing.ts";
 import { printTable } from "./table.ts";
-
-const f1 = (n: number) => n.toFixed(1);
-const f2 = (n: number) => n.toFixed(2);
-const rate = (r: Throughput) => r.jobs / r.seconds;
-const median = (xs: number[]) => {
-  const v = [...xs].sort((a, b) => a - b);
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
-};
 
 /**
  * This checkout's Spool and another's (--baseline) on the Redis store, in `rounds` rounds: per

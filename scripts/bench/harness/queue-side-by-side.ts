@@ -1,15 +1,8 @@
 import type { BacklogRun } from "./queue-backlog.ts";
 import type { ProcessRun } from "./queue-processes.ts";
+import { f1, f2 } from "./queue-report.ts";
+import { median } from "./stats.ts";
 import { printTable } from "./table.ts";
-
-const f1 = (n: number) => n.toFixed(1);
-const f2 = (n: number) => n.toFixed(2);
-
-const median = (xs: number[]) => {
-  const v = [...xs].sort((a, b) => a - b);
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
-};
 
 /**
  * Spool (embedded store) beside BullMQ per shape, workers in processes of their own: with

@@ -23,3 +23,10 @@ export function summarize(xs: number[]): Summary {
     max: s[s.length - 1]!,
   };
 }
+
+/** The median of `xs` (the mean of the middle two when their number is even). */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
