@@ -1,4 +1,7 @@
 import type { Subprocess } from "bun";
+import { join, resolve } from "node:path";
+
+const CLI = join(resolve(import.meta.dir, "../.."), "runtime/cli.ts");
 
 export interface Spawned extends AsyncDisposable {
   proc: Subprocess<"ignore", "pipe", "pipe">;
@@ -54,4 +57,29 @@ export function spawnProcess(cmd: string[], options: { env?: Record<string, stri
       await pumps;
     },
   };
+}
+
+/**
+ * `spool worker <handler>` from source, taking the jobs of a server's endpoint (`echo` unless
+ * given), as a user starts it: the supervisor and its worker process, output collected.
+ */
+export function spawnSpoolWorker(
+  handler: string,
+  server: { url: string; key: string },
+  options: { endpoint?: string; workerId?: string; env?: Record<string, string | undefined> } = {},
+): Spawned {
+  const cmd = [
+    process.execPath,
+    CLI,
+    "worker",
+    handler,
+    "--url",
+    server.url,
+    "--endpoint",
+    options.endpoint ?? "echo",
+    "--api-key",
+    server.key,
+  ];
+  if (options.workerId !== undefined) cmd.push("--worker-id", options.workerId);
+  return spawnProcess(cmd, { env: options.env });
 }

@@ -3,12 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
-import { spawnProcess } from "../helpers/spawned.ts";
+import { spawnSpoolWorker } from "../helpers/spawned.ts";
 import { startTestServer, type TestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
-const CLI = join(ROOT, "runtime/cli.ts");
 const FIXTURE = join(ROOT, "test/fixtures/log-fixture.ts");
 const polling = { takeWaitMs: 30_000, stopWaitMs: 30_000 };
 
@@ -23,7 +22,7 @@ const FIRST_FIVE = [
 const untimed = (lines: { time: number; level: string; message: string }[]) => lines.map(({ level, message }) => ({ level, message }));
 
 function startWorker(srv: TestServer) {
-  return spawnProcess([process.execPath, CLI, "worker", FIXTURE, "--url", srv.url, "--endpoint", "echo", "--api-key", srv.key]);
+  return spawnSpoolWorker(FIXTURE, srv);
 }
 
 describe("job logs", () => {
@@ -105,18 +104,7 @@ describe("job logs", () => {
 
   test("with two jobs running at once in one worker, each job's log has its ctx.log lines only", async () => {
     await using srv = await startTestServer({ server: polling });
-    await using _worker = spawnProcess([
-      process.execPath,
-      CLI,
-      "worker",
-      join(ROOT, "test/fixtures/log-many-fixture.ts"),
-      "--url",
-      srv.url,
-      "--endpoint",
-      "echo",
-      "--api-key",
-      srv.key,
-    ]);
+    await using _worker = spawnSpoolWorker(join(ROOT, "test/fixtures/log-many-fixture.ts"), srv);
     const dir = mkdtempSync(join(tmpdir(), "spool-logs-"));
     try {
       const go = join(dir, "go");

@@ -1,7 +1,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { spawnProcess } from "../helpers/spawned.ts";
+import { spawnSpoolWorker } from "../helpers/spawned.ts";
 import { alive, stuckPids } from "../helpers/stuck-pids.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
@@ -14,23 +14,10 @@ const helpers = (except: number[]): number[] =>
 
 test("spool worker: a handler that starts a helper sharing its output and then blocks is TIMED_OUT, its process and helper ended as one by the supervisor, and a new child takes the next job; stopped, the supervisor leaves nothing behind", async () => {
   await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
-  const worker = spawnProcess(
-    [
-      process.execPath,
-      join(ROOT, "runtime/cli.ts"),
-      "worker",
-      join(ROOT, "test/fixtures/helper-fixture.ts"),
-      "--url",
-      srv.url,
-      "--endpoint",
-      "echo",
-      "--api-key",
-      srv.key,
-      "--worker-id",
-      "w",
-    ],
-    { env: { ...process.env, ...pids.env, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500", SPOOL_DRAIN_TIMEOUT_MS: "500" } },
-  );
+  const worker = spawnSpoolWorker(join(ROOT, "test/fixtures/helper-fixture.ts"), srv, {
+    workerId: "w",
+    env: { ...process.env, ...pids.env, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500", SPOOL_DRAIN_TIMEOUT_MS: "500" },
+  });
   try {
     const supervisor = [worker.proc.pid];
     const [, sub] = await srv.json("POST", "/v2/echo/run", { input: { mode: "block" }, policy: { executionTimeout: 6_000 } });

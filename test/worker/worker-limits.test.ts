@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { MAX_TAKE_BATCH } from "../../runtime/protocol/limits.ts";
-import { spawnProcess } from "../helpers/spawned.ts";
+import { spawnProcess, spawnSpoolWorker } from "../helpers/spawned.ts";
 import { alive, stuckPids } from "../helpers/stuck-pids.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
@@ -37,18 +37,7 @@ describe("worker limits", () => {
     const ids: string[] = [];
     for (let i = 0; i < 100; i++) ids.push((await srv.json("POST", "/v2/echo/run", { input: { i } }))[1].id);
     await using proxy = countingProxy(srv.url);
-    await using _worker = spawnProcess([
-      BUN,
-      CLI,
-      "worker",
-      join(ROOT, "test/fixtures/wide-fixture.ts"),
-      "--url",
-      proxy.url,
-      "--endpoint",
-      "echo",
-      "--api-key",
-      srv.key,
-    ]);
+    await using _worker = spawnSpoolWorker(join(ROOT, "test/fixtures/wide-fixture.ts"), { url: proxy.url, key: srv.key });
     await until(async () => (await srv.json("GET", "/v2/echo/health"))[1].jobs.inProgress === 100, "all 100 jobs running", 30_000);
     const takes = proxy.seen.filter((r) => r.path.includes("/job-take"));
     const sizes = takes.map((r) => Number(new URL(r.path, "http://x").searchParams.get("batch_size") ?? 1));
@@ -63,23 +52,10 @@ describe("worker limits", () => {
   for (const mode of ["busy", "blocked"] as const) {
     test(`spool worker: a ${mode} handler's job is TIMED_OUT and its process ended by the supervisor; a new process takes the next job`, async () => {
       await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
-      await using worker = spawnProcess(
-        [
-          BUN,
-          CLI,
-          "worker",
-          join(ROOT, "test/fixtures/stuck-fixture.ts"),
-          "--url",
-          srv.url,
-          "--endpoint",
-          "echo",
-          "--api-key",
-          srv.key,
-          "--worker-id",
-          "w",
-        ],
-        { env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500" } },
-      );
+      await using worker = spawnSpoolWorker(join(ROOT, "test/fixtures/stuck-fixture.ts"), srv, {
+        workerId: "w",
+        env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500" },
+      });
       const [, sub] = await srv.json("POST", "/v2/echo/run", { input: { mode }, policy: { executionTimeout: 6_000 } });
       await until(async () => (await srv.json("GET", `/v2/echo/status/${sub.id}`))[1].status === "IN_PROGRESS", "the job to start", 30_000);
       // The supervisor loads the handler too: the stuck process is the other one.
@@ -97,23 +73,10 @@ describe("worker limits", () => {
 
   test("spool worker: a blocked handler's job, cancelled, is CANCELLED and its process ended by the supervisor after the grace; a new process takes the next job", async () => {
     await using srv = await startTestServer({ server: { takeWaitMs: 30_000, stopWaitMs: 30_000, sweepIntervalMs: 100 } });
-    await using worker = spawnProcess(
-      [
-        BUN,
-        CLI,
-        "worker",
-        join(ROOT, "test/fixtures/stuck-fixture.ts"),
-        "--url",
-        srv.url,
-        "--endpoint",
-        "echo",
-        "--api-key",
-        srv.key,
-        "--worker-id",
-        "w",
-      ],
-      { env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500" } },
-    );
+    await using worker = spawnSpoolWorker(join(ROOT, "test/fixtures/stuck-fixture.ts"), srv, {
+      workerId: "w",
+      env: { ...process.env, STUCK_PIDS_DIR: pids.dir, SPOOL_KILL_GRACE_MS: "500", SPOOL_TIMEOUT_GRACE_MS: "500" },
+    });
     // A deadline far away: only the cancel can end this job.
     const [, sub] = await srv.json("POST", "/v2/echo/run", { input: { mode: "blocked" }, policy: { executionTimeout: 600_000 } });
     await until(async () => (await srv.json("GET", `/v2/echo/status/${sub.id}`))[1].status === "IN_PROGRESS", "the job to start", 30_000);
@@ -137,11 +100,10 @@ describe("a server that hangs", () => {
     await using server = spawnProcess([BUN, CLI, "serve", "--config", config]);
     const [, key] = await server.waitFor(/^ {2}(\S{20,})$/);
     const [, url] = await server.waitFor(/endpoint echo: (http:\/\/\S+)\/v2\/echo/);
-    await using worker = spawnProcess(
-      [BUN, CLI, "worker", join(ROOT, "handlers/examples/echo.ts"), "--url", url!, "--endpoint", "echo", "--api-key", key!],
-      {
-        env: { ...process.env, SPOOL_REQUEST_TIMEOUT_MS: "1000", SPOOL_LONG_POLL_TIMEOUT_MS: "3000", RUNPOD_PING_INTERVAL: "500" },
-      },
+    await using worker = spawnSpoolWorker(
+      join(ROOT, "handlers/examples/echo.ts"),
+      { url: url!, key: key! },
+      { env: { ...process.env, SPOOL_REQUEST_TIMEOUT_MS: "1000", SPOOL_LONG_POLL_TIMEOUT_MS: "3000", RUNPOD_PING_INTERVAL: "500" } },
     );
     const runsync = async () =>
       (await (

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { spawnProcess } from "../helpers/spawned.ts";
+import { spawnProcess, spawnSpoolWorker } from "../helpers/spawned.ts";
 import { startTestServer } from "../helpers/test-server.ts";
 import { until } from "../helpers/until.ts";
 
@@ -36,18 +36,7 @@ describe("spool worker", () => {
     await using srv = await startTestServer(polling);
     const dir = mkdtempSync(join(tmpdir(), "spool-cancel-"));
     try {
-      await using _worker = spawnProcess([
-        BUN,
-        CLI,
-        "worker",
-        join(ROOT, "test/fixtures/hold-many-fixture.ts"),
-        "--url",
-        srv.url,
-        "--endpoint",
-        "echo",
-        "--api-key",
-        srv.key,
-      ]);
+      await using _worker = spawnSpoolWorker(join(ROOT, "test/fixtures/hold-many-fixture.ts"), srv);
       const ids: string[] = [];
       for (const n of [0, 1, 2])
         ids.push((await srv.json("POST", "/v2/echo/run", { input: { stopped: join(dir, `stopped-${n}`) } }))[1].id);
@@ -74,20 +63,7 @@ describe("spool worker", () => {
 
   test("a worker that asks to be replaced is: a new process with a new worker id takes the next job", async () => {
     await using srv = await startTestServer(polling);
-    await using _worker = spawnProcess([
-      BUN,
-      CLI,
-      "worker",
-      join(ROOT, "test/fixtures/replace-fixture.ts"),
-      "--url",
-      srv.url,
-      "--endpoint",
-      "echo",
-      "--api-key",
-      srv.key,
-      "--worker-id",
-      "fixed",
-    ]);
+    await using _worker = spawnSpoolWorker(join(ROOT, "test/fixtures/replace-fixture.ts"), srv, { workerId: "fixed" });
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { refresh: true } });
     const [, second] = await srv.json("POST", "/v2/echo/runsync", { input: {} });
     expect(first.status).toBe("COMPLETED");
@@ -100,18 +76,7 @@ describe("spool worker", () => {
 
   test("a result JSON cannot carry fails its job naming the problem; a progress value it cannot carry is dropped; the worker goes on", async () => {
     await using srv = await startTestServer(polling);
-    await using _worker = spawnProcess([
-      BUN,
-      CLI,
-      "worker",
-      join(ROOT, "test/fixtures/not-json-fixture.ts"),
-      "--url",
-      srv.url,
-      "--endpoint",
-      "echo",
-      "--api-key",
-      srv.key,
-    ]);
+    await using _worker = spawnSpoolWorker(join(ROOT, "test/fixtures/not-json-fixture.ts"), srv);
     const [, first] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "ok" } });
     const [, big] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "bigint" } });
     const [, cycle] = await srv.json("POST", "/v2/echo/runsync", { input: { give: "cycle" } });
