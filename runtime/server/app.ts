@@ -1,9 +1,11 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "./app-deps.ts";
-import { errorAnswer, jsonAnswer } from "./http/http-error.ts";
-import { AllowedHosts } from "./http/allowed-hosts.ts";
+import { getPath } from "hono/utils/url";
+import { errorAnswer } from "./http/http-error.ts";
+import { AllowedHosts, checkHost } from "./http/allowed-hosts.ts";
+import { pipeline, type Call, type Step } from "./http/pipeline.ts";
 import { JobService } from "./jobs/job-service.ts";
-import { Access, authenticate, authorize } from "./http/access.ts";
+import { Access, checkAccess } from "./http/access.ts";
 import { countRequests, metricsRoutes } from "./metrics/metrics-routes.ts";
 import { ServerMetrics } from "./metrics/server-metrics.ts";
 import { openapiRoutes } from "./openapi/openapi-routes.ts";
@@ -14,84 +16,116 @@ import { openaiRoutes } from "./routes/openai-routes.ts";
 import { workerRoutes } from "./routes/worker-routes.ts";
 import { WorkerSteps } from "./routes/worker-steps.ts";
 import { ClientSteps } from "./routes/client-steps.ts";
-import { jobPathRoutes } from "./routes/job-path-routes.ts";
+import { jobRoutes } from "./routes/job-routes.ts";
+import { isOpenaiPath, openaiErrorAnswer } from "./routes/openai-errors.ts";
 import { sseRoutes } from "./routes/sse-routes.ts";
 import { dashboardApi } from "./dashboard/dashboard-api.ts";
 import { scalingRoutes } from "./scaling/scaling-routes.ts";
 
-const SLASH = 47;
-const noHost = () => jsonAnswer({ error: "the request has no valid Host header" }, 400);
-
-/** A step every request passes, the job path's included, before a route answers it. */
-export type RequestMiddleware = (req: Request, next: (req: Request) => Promise<Response>) => Promise<Response>;
+/** The app: one fetch for Bun.serve, and the list of steps every request passes. */
+export interface SpoolApp {
+  /** Answers a request; `peer` is what Bun.serve passes beside it (the peer's address comes from it). */
+  fetch: (req: Request, peer?: unknown) => Promise<Response>;
+  /** Answers a request for `path` on http://localhost, as Hono's app.request does (tests). */
+  request: (path: string, init?: RequestInit) => Promise<Response>;
+  /** Adds steps that every request passes, the job routes' included, after those given before. */
+  use: (...steps: Step[]) => SpoolApp;
+  /** The routes Hono answers (every route but the job routes' fast match), as Hono lists them. */
+  routes: Hono<AppEnv>["routes"];
+}
 
 /**
- * Builds the Hono app of the queue server without listening; only `serve` calls Bun.serve. Every
- * route is registered here, once: the job path's (routes/job-path-routes.ts), which make their
- * own checks, then the rest behind Hono middleware. Whatever every request must pass (a CORS
- * answer, a request id, an access log) goes in `middleware`, which wraps the app's fetch and so
- * every route.
+ * Builds the queue server's app without listening; only `serve` calls Bun.serve. Every request
+ * passes one list of steps (http/pipeline.ts), in this order:
+ *
+ * 1. `middleware`, then whatever `use` adds: a CORS answer, a request id, an access log;
+ * 2. the host check (400 for a host this server does not answer for);
+ * 3. the route: the job routes' own match, or Hono's router for the template of the rest;
+ * 4. the request counter, then the JSON (or OpenAI-shaped) answer of an error;
+ * 5. the key, the endpoint, the scope and the rate limits of a /v2 request;
+ * 6. the route's answer: a job route's at once, every other through Hono.
  */
-export function createApp(
-  appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: RequestMiddleware[] },
-): Hono<AppEnv> {
+export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: LocalFileStore; middleware?: Step[] }): SpoolApp {
   const deps = { ...appDeps, jobs: new JobService(appDeps) };
   const { config, log } = deps;
   const metrics = deps.metrics ?? new ServerMetrics(deps);
-  const access = new Access(deps);
   const steps = new WorkerSteps(deps);
-  const clientSteps = new ClientSteps(deps);
-  const answerError = errorAnswer(log);
+  const jobs = jobRoutes({ client: new ClientSteps(deps), worker: steps });
 
-  // The job path's routes first: they make the middleware's checks themselves (and most of their
-  // requests are matched before Hono's router, by jobPath.match). A status asked as events goes
-  // on, through the middleware, to the SSE route.
-  const jobPath = jobPathRoutes(deps, access, { client: clientSteps, worker: steps }, metrics);
   const app = new Hono<AppEnv>();
-  app.route("/", jobPath.routes);
-
-  // Every other route, behind the Hono middleware that counts, authenticates and authorizes.
-  app.use(countRequests(metrics));
+  // What the steps found, on Hono's context for the routes that read it there.
+  app.use((c, next) => {
+    const call = c.env as Call;
+    if (call.key) c.set("key", call.key);
+    if (call.endpointId !== undefined) c.set("endpointId", call.endpointId);
+    if (call.keepAdmission) c.set("keepAdmission", call.keepAdmission);
+    return next();
+  });
+  app.route("/", jobs.routes); // a status asked as events goes on to sseRoutes
   const v2 = new Hono<AppEnv>();
-  // Authentication comes first, so an unknown key learns nothing about jobs or endpoints here
-  // (the public /openapi.json does list the endpoints and their inputs).
-  v2.use(authenticate(deps, access));
-  v2.use("/:endpoint/*", authorize(deps, access));
   v2.route("/:endpoint", sseRoutes(deps)); // Accept: text/event-stream only; other requests go on to clientRoutes
   v2.route("/:endpoint", clientRoutes(deps));
   v2.route("/:endpoint", workerRoutes(deps, steps));
   v2.route("/:endpoint", fileUploadRoutes(deps, deps.files, steps.presence));
   v2.route("/:endpoint", scalingRoutes(deps));
-  app.route("/v2", openaiRoutes(deps, access)); // before v2: its own auth, so that errors take OpenAI's shape
+  app.route("/v2", openaiRoutes(deps));
   app.route("/v2", v2);
   app.route("/files", fileDownloadRoutes(deps, deps.localFiles));
   app.route("/", metricsRoutes(deps, metrics));
   app.route("/", openapiRoutes(deps));
   app.route("/dashboard/api", dashboardApi(deps));
+  const answerError = errorAnswer(log);
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }, 404));
   app.onError((err, c) => answerError(err, c.req.raw));
 
-  const routed = app.fetch;
-  const hosts = new AllowedHosts(config.server);
-  // Bun gives a request without a usable Host header its path alone as URL, which no route (and
-  // no job origin) can be read from: HTTP/1.1 answers such a request 400. A host this server does
-  // not answer for (server.allowedHosts) is a 400 too, on every route, before the job path's.
-  // `env` is what Bun.serve passes beside the request: the peer's address comes from it.
-  const route = (req: Request, env: unknown, ctx: unknown) => {
-    if (req.url.charCodeAt(0) === SLASH) return noHost();
-    const checked = hosts.check(req, env);
-    if (checked instanceof Response) return checked;
-    return jobPath.match(checked) ?? routed(checked, env as never, ctx as never);
+  const route: Step = (call, next) => {
+    const url = call.req.url;
+    const start = url.indexOf("/", url.indexOf(":") + 4); // where Hono's getPath starts
+    const q = url.indexOf("?", start);
+    const path = q === -1 ? url.slice(start) : url.slice(start, q);
+    if (path.includes("%")) call.path = getPath(call.req);
+    else {
+      call.path = path;
+      if (jobs.match(call)) return next();
+    }
+    call.route = templateOf(app, call.req.method, call.path);
+    return next();
   };
-  const chain = appDeps.middleware ?? [];
-  app.fetch = !chain.length
-    ? route
-    : (req, env, ctx) => {
-        const through =
-          (i: number) =>
-          (r: Request): Promise<Response> =>
-            i < chain.length ? chain[i]!(r, through(i + 1)) : Promise.resolve(route(r, env, ctx));
-        return through(0)(req);
-      };
-  return app;
+  const answerErrors: Step = async (call, next) => {
+    try {
+      return await next();
+    } catch (err) {
+      return (isOpenaiPath(call.path) ? answerOpenaiError : answerError)(err, call.req);
+    }
+  };
+  const answerOpenaiError = openaiErrorAnswer(log);
+  const own = [checkHost(new AllowedHosts(config.server)), route, countRequests(metrics), answerErrors, checkAccess(new Access(deps))];
+  const end = (call: Call): Promise<Response> => {
+    if (call.answer) return call.answer(call);
+    const res = app.fetch(call.req, call);
+    return res instanceof Promise ? res : Promise.resolve(res);
+  };
+
+  const added = [...(appDeps.middleware ?? [])];
+  let run = pipeline([...added, ...own], end);
+  const fetch = (req: Request, peer?: unknown) =>
+    run({ req, peer, path: "", route: "unmatched", answer: undefined, key: undefined, endpointId: undefined, keepAdmission: undefined });
+  const spool: SpoolApp = {
+    fetch,
+    request: (path, init) => fetch(new Request(new URL(path, "http://localhost").href, init)),
+    use(...more) {
+      added.push(...more);
+      run = pipeline([...added, ...own], end);
+      return spool;
+    },
+    routes: app.routes,
+  };
+  return spool;
+}
+
+/** The template of the first route (not middleware) Hono's router matches, or "unmatched". */
+function templateOf(app: Hono<AppEnv>, method: string, path: string): string {
+  const [matches] = app.router.match(method === "HEAD" ? "GET" : method, path);
+  for (const [[, route]] of matches) if (route.method !== "ALL") return route.path;
+  return "unmatched";
 }

@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from "hono";
+import { getQueryParam, tryDecodeURIComponent } from "hono/utils/url";
 import { findEndpoint, type EndpointConfig } from "../../config/config.ts";
 import type { RateLimitedOperation } from "../../protocol/limits.ts";
 import type { Clock } from "../../clock.ts";
@@ -12,6 +13,7 @@ import { KeyCache } from "../keys/key-cache.ts";
 import { admitRequest } from "../limits/rate-limiter.ts";
 import { andThen, type MaybePromise } from "../../maybe-promise.ts";
 import type { ApiKeyRecord, Store } from "../store/store.ts";
+import type { Call, Release, Step } from "./pipeline.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "logs", "health", "requests", "scaling"]);
@@ -51,9 +53,9 @@ export interface AccessDeps {
 }
 
 /**
- * The checks every /v2 request passes, as plain functions of the request's parts: the Hono
- * middleware below and the job path's routes (routes/job-path-routes.ts) both call them, so the
- * two give the same answers in the same order.
+ * The checks of a request's key, endpoint, scope and rate limits, as plain functions of the
+ * request's parts: the app's access step (checkAccess, below) makes them for every /v2 request,
+ * and `authenticate` checks the key of the routes outside /v2 that need one.
  */
 export class Access {
   readonly #deps: AccessDeps;
@@ -121,15 +123,12 @@ export class Access {
   }
 }
 
-/** Gives an admitted request's slot back (at once where the count is in memory). */
-export type Release = () => MaybePromise<void>;
-
 function usable(record: ApiKeyRecord | null): ApiKeyRecord {
   if (!record || record.revokedAt !== undefined) throw new HttpError(401, "invalid or revoked API key");
   return record;
 }
 
-/** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked. */
+/** Resolves the API key (Bearer or bare); 401 when missing, unknown or revoked (routes outside /v2). */
 export function authenticate(deps: AccessDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     c.set("key", await access.key(c.req.header("authorization")));
@@ -138,33 +137,59 @@ export function authenticate(deps: AccessDeps, access = new Access(deps)): Middl
 }
 
 /**
- * Checks the endpoint exists (404), that the key may use it and this operation (401, saying
- * why), and the operation's rate limits (429 with Retry-After).
+ * The access step of every /v2 request: the API key first (401), so that an unknown key learns
+ * nothing about jobs or endpoints; then, under /v2/<endpoint>/, that the endpoint exists (404),
+ * that the key may use it and this operation (401, saying why), and the operation's rate limits
+ * (429 with Retry-After), holding the admitted slot until the answer is back (or, for a stream,
+ * until the route that took it over gives it back).
  */
-export function authorize(deps: AccessDeps, access = new Access(deps)): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const endpointId = c.req.param("endpoint")!;
-    const path = c.req.path;
-    const op = path.split("/")[3] ?? "";
-    const endpoint = access.endpoint(c.get("key"), endpointId, op, {
-      method: c.req.method,
+export function checkAccess(access: Access): Step {
+  // Plain functions rather than async ones: a cached key and an admission counted in memory come
+  // back at once, and the request goes on without waiting a turn for either.
+  const admitted = (call: Call, next: () => Promise<Response>, key: ApiKeyRecord): Promise<Response> => {
+    call.key = key;
+    const path = call.path;
+    const slash = path.indexOf("/", 4);
+    const segment = slash === -1 ? path.slice(4) : path.slice(4, slash);
+    if (!segment) return next();
+    const endpointId = tryDecodeURIComponent(segment);
+    const opEnd = slash === -1 ? -1 : path.indexOf("/", slash + 1);
+    const op = slash === -1 ? "" : opEnd === -1 ? path.slice(slash + 1) : path.slice(slash + 1, opEnd);
+    const url = call.req.url;
+    const endpoint = access.endpoint(key, endpointId, op, {
+      method: call.req.method,
       path,
-      hasTtl: () => c.req.query("ttl") !== undefined,
+      hasTtl: () => getQueryParam(url, "ttl") !== undefined,
     });
-    c.set("endpointId", endpointId);
-    const release = await access.admit(endpointId, endpoint, op);
-    if (!release) return next();
-    let handedOver = false;
-    c.set("keepAdmission", () => {
-      handedOver = true;
-      return release;
-    });
-    try {
-      await next();
-    } finally {
-      if (!handedOver) await release();
-    }
+    call.endpointId = endpointId;
+    const release = access.admit(endpointId, endpoint, op);
+    if (release instanceof Promise) return release.then((r) => holding(call, next, r));
+    return release ? holding(call, next, release) : next();
   };
+  return (call, next) => {
+    const path = call.path;
+    if (!path.startsWith("/v2/") && path !== "/v2") return next();
+    const key = access.key(call.req.headers.get("authorization") ?? undefined);
+    return key instanceof Promise ? key.then((k) => admitted(call, next, k)) : admitted(call, next, key);
+  };
+}
+
+/** The answer of an admitted request, its slot given back once it is answered, unless a stream took the slot over. */
+async function holding(call: Call, next: () => Promise<Response>, release: Release | null): Promise<Response> {
+  if (!release) return next();
+  let handedOver = false;
+  call.keepAdmission = () => {
+    handedOver = true;
+    return release;
+  };
+  try {
+    return await next();
+  } finally {
+    if (!handedOver) {
+      const released = release();
+      if (released) await released;
+    }
+  }
 }
 
 /** Why a key of `scope` may not call `op`, or null when it may. */

@@ -2,6 +2,7 @@ import { BlockList, isIP } from "node:net";
 import type { ServerConfig } from "../../config/config.ts";
 import { parseAddressRange, parseHostEntry } from "../../config/network-settings.ts";
 import { jsonAnswer } from "./http-error.ts";
+import type { Step } from "./pipeline.ts";
 
 /** What Bun.serve passes a fetch handler beside the request: the peer's address comes from it. */
 interface PeerSource {
@@ -107,3 +108,21 @@ export class AllowedHosts {
 
 const refused = (host: string, via = "") =>
   jsonAnswer({ error: `Host "${host}"${via} is not one this server answers for: add it to server.allowedHosts` }, 400);
+
+const SLASH = 47;
+const noHost = () => jsonAnswer({ error: "the request has no valid Host header" }, 400);
+
+/**
+ * The host step: a 400 for a request without a usable Host header (Bun gives it its path alone as
+ * URL, from which no route or job origin can be read: HTTP/1.1 answers it 400) or for a host this
+ * server does not answer for; otherwise the request as its client called it, behind a trusted proxy.
+ */
+export function checkHost(hosts: AllowedHosts): Step {
+  return (call, next) => {
+    if (call.req.url.charCodeAt(0) === SLASH) return Promise.resolve(noHost());
+    const checked = hosts.check(call.req, call.peer);
+    if (checked instanceof Response) return Promise.resolve(checked);
+    call.req = checked;
+    return next();
+  };
+}

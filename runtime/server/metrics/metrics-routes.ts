@@ -1,29 +1,23 @@
-import { Hono, type MiddlewareHandler } from "hono";
-import { matchedRoutes } from "hono/route";
+import { Hono } from "hono";
 import { authenticate, type AccessDeps } from "../http/access.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { HttpError } from "../http/http-error.ts";
+import type { Step } from "../http/pipeline.ts";
 import type { ScrapeReads, ServerMetrics } from "./server-metrics.ts";
 
 const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]);
 
 /**
- * Counts every answered request by method, route template and status. The template is the first
- * matched route that is not middleware (e.g. /v2/:endpoint/status/:id, whatever the id), or
- * "unmatched": the label set stays bounded whatever paths clients send.
+ * Counts every answered request by method, route template and status. The template is the one
+ * the route step found (e.g. /v2/:endpoint/status/:id, whatever the id), or "unmatched": the
+ * label set stays bounded whatever paths clients send.
  */
-export function countRequests(metrics: ServerMetrics): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    await next();
-    const method = METHODS.has(c.req.method) ? c.req.method : "OTHER";
-    let route = "unmatched";
-    for (const r of matchedRoutes(c)) {
-      if (r.method !== "ALL") {
-        route = r.path;
-        break;
-      }
-    }
-    metrics.httpRequest(method, route, c.res.status);
+export function countRequests(metrics: ServerMetrics): Step {
+  return async (call, next) => {
+    const res = await next();
+    const method = call.req.method;
+    metrics.httpRequest(METHODS.has(method) ? method : "OTHER", call.route, res.status);
+    return res;
   };
 }
 

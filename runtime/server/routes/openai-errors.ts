@@ -1,5 +1,6 @@
 import type { JobStatus } from "../../protocol/limits.ts";
-import { HttpError } from "../http/http-error.ts";
+import type { Log } from "../../log.ts";
+import { HttpError, httpErrors, jsonAnswer, requestIdOf } from "../http/http-error.ts";
 import type { StoredJob } from "../store/store.ts";
 import type { OpenaiErrorBody } from "../../protocol/openai-wire.ts";
 import { WORKER_START_ERROR_TYPE } from "../../protocol/job-response.ts";
@@ -34,6 +35,26 @@ export function errorBody(status: number, message: string, param: string | null 
       [429, "rate_limit_exceeded"],
     ]).get(status) ?? null;
   return { error: { message, type, param, code: code ?? defaultCode } };
+}
+
+/** Whether a request's path is the OpenAI-compatible interface's, whose errors take OpenAI's shape. */
+export const isOpenaiPath = (path: string) => /^\/v2\/[^/]+\/(openai|compat)\/v1(\/|$)/.test(path);
+
+/**
+ * The answer to an error of an OpenAI-compatible request, thrown by its route or by the app's
+ * access step: OpenAI's body shape with the error's status and headers, or, for an unexpected
+ * error (logged with the request id), a 500 that names the request id.
+ */
+export function openaiErrorAnswer(log: Log): (err: unknown, req: Request) => Response {
+  const asHttpError = httpErrors(log);
+  return (err, req) => {
+    if (err instanceof OpenaiError) return jsonAnswer(errorBody(err.status, err.message, err.param, err.code), err.status);
+    const known = asHttpError(err);
+    if (known) return jsonAnswer(errorBody(known.status, known.message), known.status, known.headers);
+    const requestId = requestIdOf(req);
+    log.error("unexpected error", { requestId, path: new URL(req.url).pathname, error: String(err), stack: (err as Error).stack });
+    return jsonAnswer(errorBody(500, `internal server error (request id ${requestId})`), 500);
+  };
 }
 
 /** How a job that did not complete is told to the client. */

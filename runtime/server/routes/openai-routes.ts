@@ -4,13 +4,11 @@ import { findEndpoint } from "../../config/config.ts";
 import { describeIssues } from "../../protocol/job-request.ts";
 import { isFinal, LIMITS } from "../../protocol/limits.ts";
 import { chatCompletionRequestSchema, completionRequestSchema } from "../../protocol/openai-request.ts";
-import { authenticate, authorize, type Access } from "../http/access.ts";
 import type { AppEnv, RouteDeps } from "../app-deps.ts";
-import { httpErrors, requestIdOf } from "../http/http-error.ts";
 import { limitBody, originToRecord, readJson, traceparentOf } from "../http/request-input.ts";
 import { eventStreamResponse } from "../http/event-stream.ts";
 import type { StoredJob } from "../store/store.ts";
-import { errorBody, jobFailure, notInTime, OpenaiError } from "./openai-errors.ts";
+import { errorBody, jobFailure, notInTime, openaiErrorAnswer, OpenaiError } from "./openai-errors.ts";
 
 /**
  * Two names for the same interface (openai and compat). Two static prefixes rather than one
@@ -54,21 +52,14 @@ function sse(chunks: unknown[]): string {
  * POST chat/completions and completions (JSON, or SSE with stream: true), GET models. Each
  * request is a job {openai_route, openai_input} in the endpoint's queue, so keys, rate limits
  * and scaling apply; the route waits for it and relays its output or its chunks. Errors use
- * OpenAI's body shape, including those of authentication and limits.
+ * OpenAI's body shape, including those of the app's access step (see openaiErrorAnswer).
  */
-export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
+export function openaiRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { jobs } = deps;
   const app = new Hono<AppEnv>();
 
-  const asHttpError = httpErrors(deps.log);
-  app.onError((err, c) => {
-    if (err instanceof OpenaiError) return c.json(errorBody(err.status, err.message, err.param, err.code), err.status);
-    const known = asHttpError(err);
-    if (known) return c.json(errorBody(known.status, known.message), known.status, known.headers);
-    const requestId = requestIdOf(c.req.raw);
-    deps.log.error("unexpected error", { requestId, path: new URL(c.req.url).pathname, error: String(err), stack: (err as Error).stack });
-    return c.json(errorBody(500, `internal server error (request id ${requestId})`), 500);
-  });
+  const answerError = openaiErrorAnswer(deps.log);
+  app.onError((err, c) => answerError(err, c.req.raw));
 
   // Endpoints whose handler the server can read must take the OpenAI form of input; endpoints
   // served by outside workers (worker-vllm) are trusted to.
@@ -82,8 +73,7 @@ export function openaiRoutes(deps: RouteDeps, access: Access): Hono<AppEnv> {
     }
     await next();
   };
-  const [auth, authz] = [authenticate(deps, access), authorize(deps, access)];
-  for (const base of BASES) app.use(`${base}/*`, auth, authz, servesOpenai);
+  for (const base of BASES) app.use(`${base}/*`, servesOpenai);
 
   /** The OpenAI form of an input-schema failure: the field at fault as `param`, without openai_input. */
   function invalid(error: z.ZodError): OpenaiError {

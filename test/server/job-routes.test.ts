@@ -17,9 +17,9 @@ import { until } from "../helpers/until.ts";
 
 /**
  * The requests of a job's path (run, runsync, status, job-take, job-take-batch, job-done) are
- * routes that make the checks of the app's Hono middleware themselves. Each case below is asked
- * as written and with a letter of its path percent-escaped (Hono decodes it), and must get its
- * expected answer both ways.
+ * matched by their own router and the rest by Hono's, behind the same steps. Each case below is
+ * asked as written and with a letter of its path percent-escaped (which Hono's router routes),
+ * and must get its expected answer both ways.
  */
 const escaped = (path: string) => `/v2/%${path.charCodeAt(4).toString(16).toUpperCase()}${path.slice(5)}`;
 
@@ -39,7 +39,7 @@ async function bothWays(srv: TestServer, method: string, path: string, body?: st
   return { hot, viaHono };
 }
 
-describe("the job path's routes", () => {
+describe("the job routes", () => {
   test("refusals: keys, scopes, endpoints, bodies, parameters and rate limits", async () => {
     const clock = new ManualClock();
     await using srv = await startTestServer({
@@ -185,7 +185,7 @@ describe("the job path's routes", () => {
     expect((await srv.call("GET", "/v2/echo/job-take/w1/extra")).status).toBe(404);
   });
 
-  test("every request, the job path's included, passes the app's middleware", async () => {
+  test("a step given to the app sees every request, the six job routes' included", async () => {
     const store = SqliteStore.open(":memory:", { retention: { syncMs: 60_000, asyncMs: 60_000 } });
     const clock = new ManualClock();
     const jobEvents = new JobEvents((err) => {
@@ -199,18 +199,26 @@ describe("the job path's routes", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "spool-chain-"));
     const localFiles = new LocalFileStore(dataDir, 60_000);
     const seen: string[] = [];
+    const tagged: string[] = [];
     const app = createApp({
       ...deps,
       metrics,
       files: localFiles,
       localFiles,
       middleware: [
-        async (req, next) => {
-          const res = await next(req);
-          seen.push(`${req.method} ${new URL(req.url).pathname} ${res.status}`);
+        async (call, next) => {
+          const res = await next();
+          seen.push(`${call.req.method} ${new URL(call.req.url).pathname} ${res.status}`);
           return res;
         },
       ],
+    });
+    // One added later runs after the first, and what it sets on the answer reaches the client.
+    app.use(async (call, next) => {
+      tagged.push(call.route);
+      const res = await next();
+      res.headers.set("x-seen", "1");
+      return res;
     });
     try {
       const { key } = await createKey(store, "k", clock.now());
@@ -222,7 +230,9 @@ describe("the job path's routes", () => {
             body: body === undefined ? undefined : JSON.stringify(body),
           }),
         );
-      const { id } = (await (await call("POST", "/v2/echo/run", { input: { n: 1 } })).json()) as { id: string };
+      const run = await call("POST", "/v2/echo/run", { input: { n: 1 } });
+      expect(run.headers.get("x-seen")).toBe("1");
+      const { id } = (await run.json()) as { id: string };
       expect((await call("GET", "/v2/echo/job-take/w1")).status).toBe(200);
       expect((await call("POST", `/v2/echo/job-done/w1/${id}`, { output: 2 })).status).toBe(200);
       expect((await call("GET", `/v2/echo/status/${id}`)).status).toBe(200);
@@ -247,9 +257,19 @@ describe("the job path's routes", () => {
         `POST /v2/echo/job-done/w2/${syncId} 200`,
         "POST /v2/echo/runsync 200",
       ]);
-      // And the routes Hono answers.
+      // And the routes Hono answers, a refusal, an unknown route, and a host the server does not answer for.
       expect((await call("GET", "/v2/echo/health")).status).toBe(200);
       expect(seen.at(-1)).toBe("GET /v2/echo/health 200");
+      expect((await call("GET", "/v2/nope/health")).status).toBe(404);
+      expect(seen.at(-1)).toBe("GET /v2/nope/health 404");
+      expect((await call("GET", "/no/such/route")).status).toBe(404);
+      expect(seen.at(-1)).toBe("GET /no/such/route 404");
+      const foreign = await app.fetch(new Request("http://evil.example/v2/echo/health"));
+      expect([foreign.status, foreign.headers.get("x-seen")]).toEqual([400, "1"]);
+      expect(seen.at(-1)).toBe("GET /v2/echo/health 400");
+      // The later step saw each request before it was routed: no route yet.
+      expect(new Set(tagged)).toEqual(new Set(["unmatched"]));
+      expect(tagged.length).toBe(seen.length);
     } finally {
       metrics.close();
       stats.close();
