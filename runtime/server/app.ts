@@ -41,7 +41,8 @@ export interface SpoolApp {
  * 1. `middleware`, then whatever `use` adds: a CORS answer, a request id, an access log;
  * 2. the host check (400 for a host this server does not answer for);
  * 3. the route: the job routes' own match, or Hono's router for the template of the rest;
- * 4. the request counter, then the JSON (or OpenAI-shaped) answer of an error;
+ * 4. the request counter, which answers a thrown error with its JSON (OpenAI's shape for the
+ *    OpenAI-compatible routes) and counts it;
  * 5. the key, the endpoint, the scope and the rate limits of a /v2 request;
  * 6. the route's answer: a job route's at once, every other through Hono.
  */
@@ -86,20 +87,14 @@ export function createApp(appDeps: AppDeps & { files: FileStore; localFiles: Loc
     if (path.includes("%")) call.path = getPath(call.req);
     else {
       call.path = path;
-      if (jobs.match(call)) return next();
+      if (jobs.match(call)) return next(call);
     }
     call.route = templateOf(app, call.req.method, call.path);
-    return next();
-  };
-  const answerErrors: Step = async (call, next) => {
-    try {
-      return await next();
-    } catch (err) {
-      return (isOpenaiPath(call.path) ? answerOpenaiError : answerError)(err, call.req);
-    }
+    return next(call);
   };
   const answerOpenaiError = openaiErrorAnswer(log);
-  const own = [checkHost(new AllowedHosts(config.server)), route, countRequests(metrics), answerErrors, checkAccess(new Access(deps))];
+  const answerThrown = (err: unknown, call: Call) => (isOpenaiPath(call.path) ? answerOpenaiError : answerError)(err, call.req);
+  const own = [checkHost(new AllowedHosts(config.server)), route, countRequests(metrics, answerThrown), checkAccess(new Access(deps))];
   const end = (call: Call): Promise<Response> => {
     if (call.answer) return call.answer(call);
     const res = app.fetch(call.req, call);

@@ -207,7 +207,7 @@ describe("the job routes", () => {
       localFiles,
       middleware: [
         async (call, next) => {
-          const res = await next();
+          const res = await next(call);
           seen.push(`${call.req.method} ${new URL(call.req.url).pathname} ${res.status}`);
           return res;
         },
@@ -216,7 +216,7 @@ describe("the job routes", () => {
     // One added later runs after the first, and what it sets on the answer reaches the client.
     app.use(async (call, next) => {
       tagged.push(call.route);
-      const res = await next();
+      const res = await next(call);
       res.headers.set("x-seen", "1");
       return res;
     });

@@ -13,7 +13,7 @@ import { KeyCache } from "../keys/key-cache.ts";
 import { admitRequest } from "../limits/rate-limiter.ts";
 import { andThen, type MaybePromise } from "../../maybe-promise.ts";
 import type { ApiKeyRecord, Store } from "../store/store.ts";
-import type { Call, Release, Step } from "./pipeline.ts";
+import type { Call, Next, Release, Step } from "./pipeline.ts";
 
 /** Operations a read-only key may call (all GET). */
 const READ_ONLY = new Set(["status", "status-sync", "stream", "logs", "health", "requests", "scaling"]);
@@ -146,12 +146,12 @@ export function authenticate(deps: AccessDeps, access = new Access(deps)): Middl
 export function checkAccess(access: Access): Step {
   // Plain functions rather than async ones: a cached key and an admission counted in memory come
   // back at once, and the request goes on without waiting a turn for either.
-  const admitted = (call: Call, next: () => Promise<Response>, key: ApiKeyRecord): Promise<Response> => {
+  const admitted = (call: Call, next: Next, key: ApiKeyRecord): Promise<Response> => {
     call.key = key;
     const path = call.path;
     const slash = path.indexOf("/", 4);
     const segment = slash === -1 ? path.slice(4) : path.slice(4, slash);
-    if (!segment) return next();
+    if (!segment) return next(call);
     const endpointId = tryDecodeURIComponent(segment);
     const opEnd = slash === -1 ? -1 : path.indexOf("/", slash + 1);
     const op = slash === -1 ? "" : opEnd === -1 ? path.slice(slash + 1) : path.slice(slash + 1, opEnd);
@@ -164,26 +164,26 @@ export function checkAccess(access: Access): Step {
     call.endpointId = endpointId;
     const release = access.admit(endpointId, endpoint, op);
     if (release instanceof Promise) return release.then((r) => holding(call, next, r));
-    return release ? holding(call, next, release) : next();
+    return release ? holding(call, next, release) : next(call);
   };
   return (call, next) => {
     const path = call.path;
-    if (!path.startsWith("/v2/") && path !== "/v2") return next();
+    if (!path.startsWith("/v2/") && path !== "/v2") return next(call);
     const key = access.key(call.req.headers.get("authorization") ?? undefined);
     return key instanceof Promise ? key.then((k) => admitted(call, next, k)) : admitted(call, next, key);
   };
 }
 
 /** The answer of an admitted request, its slot given back once it is answered, unless a stream took the slot over. */
-async function holding(call: Call, next: () => Promise<Response>, release: Release | null): Promise<Response> {
-  if (!release) return next();
+async function holding(call: Call, next: Next, release: Release | null): Promise<Response> {
+  if (!release) return next(call);
   let handedOver = false;
   call.keepAdmission = () => {
     handedOver = true;
     return release;
   };
   try {
-    return await next();
+    return await next(call);
   } finally {
     if (!handedOver) {
       const released = release();

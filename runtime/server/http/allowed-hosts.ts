@@ -123,6 +123,6 @@ export function checkHost(hosts: AllowedHosts): Step {
     const checked = hosts.check(call.req, call.peer);
     if (checked instanceof Response) return Promise.resolve(checked);
     call.req = checked;
-    return next();
+    return next(call);
   };
 }

@@ -30,13 +30,16 @@ export interface Call {
   keepAdmission?: () => Release;
 }
 
+/** The rest of the list after a step: what it answers for the call. */
+export type Next = (call: Call) => Promise<Response>;
+
 /**
  * One step every request passes, in the app's one list: it answers the request itself or hands
- * it on with `next`, and may look at the answer that comes back.
+ * the call on with `next(call)`, and may look at the answer that comes back.
  */
-export type Step = (call: Call, next: () => Promise<Response>) => Promise<Response>;
+export type Step = (call: Call, next: Next) => Promise<Response>;
 
-/** The steps composed, in order, in front of `end`. */
-export function pipeline(steps: readonly Step[], end: (call: Call) => Promise<Response>): (call: Call) => Promise<Response> {
-  return steps.reduceRight<(call: Call) => Promise<Response>>((inner, step) => (call) => step(call, () => inner(call)), end);
+/** The steps composed once, in order, in front of `end`: no function is made per request. */
+export function pipeline(steps: readonly Step[], end: Next): Next {
+  return steps.reduceRight<Next>((next, step) => (call) => step(call, next), end);
 }

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { authenticate, type AccessDeps } from "../http/access.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { HttpError } from "../http/http-error.ts";
-import type { Step } from "../http/pipeline.ts";
+import type { Call, Step } from "../http/pipeline.ts";
 import type { ScrapeReads, ServerMetrics } from "./server-metrics.ts";
 
 const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]);
@@ -10,11 +10,17 @@ const METHODS = new Set(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIO
 /**
  * Counts every answered request by method, route template and status. The template is the one
  * the route step found (e.g. /v2/:endpoint/status/:id, whatever the id), or "unmatched": the
- * label set stays bounded whatever paths clients send.
+ * label set stays bounded whatever paths clients send. An error thrown by the steps after it or
+ * the route is answered here first (`answerError`), so that it is counted with its status.
  */
-export function countRequests(metrics: ServerMetrics): Step {
+export function countRequests(metrics: ServerMetrics, answerError: (err: unknown, call: Call) => Response): Step {
   return async (call, next) => {
-    const res = await next();
+    let res: Response;
+    try {
+      res = await next(call);
+    } catch (err) {
+      res = answerError(err, call);
+    }
     const method = call.req.method;
     metrics.httpRequest(METHODS.has(method) ? method : "OTHER", call.route, res.status);
     return res;

@@ -9,7 +9,7 @@ import { jsonText } from "./json-text.ts";
 import { intQuery } from "../http/request-input.ts";
 import type { JobLogsResponse } from "../../protocol/job-log.ts";
 
-/** The client side of /v2/<endpoint_id> besides run, runsync and status (job-path-routes.ts): wait, stream, logs, cancel, retry, purge, health, requests. */
+/** The client side of /v2/<endpoint_id> besides run, runsync and status (job-routes.ts): wait, stream, logs, cancel, retry, purge, health, requests. */
 export function clientRoutes(deps: RouteDeps): Hono<AppEnv> {
   const { store, clock, config, jobs } = deps;
   const app = new Hono<AppEnv>();

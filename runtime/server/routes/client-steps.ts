@@ -8,7 +8,7 @@ import type { ApiKeyRecord } from "../store/store.ts";
 
 /**
  * The client requests of a job's path (run, runsync, status), as functions of the request's
- * parts, each returning its 200 answer as JSON text (routes/job-path-routes.ts).
+ * parts, each returning its 200 answer as JSON text (routes/job-routes.ts).
  */
 export class ClientSteps {
   readonly #deps: RouteDeps;

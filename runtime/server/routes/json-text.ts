@@ -7,5 +7,5 @@ const JSON_TYPE = { "content-type": "application/json" };
 /** A 200 answer of JSON written already as text (c.json's content type), e.g. with a large field spliced in as stored. */
 export const jsonText = (c: Context<AppEnv>, text: string) => c.body(text, 200, JSON_TYPE);
 
-/** The same answer without a Hono context (the job path's routes). */
+/** The same answer without a Hono context (the job routes). */
 export const jsonTextResponse = (text: string) => new Response(text, { headers: JSON_TYPE });

@@ -15,7 +15,7 @@ const MAX_LOG_POST_BYTES = 4 * 1024 * 1024;
 /** A path parameter, without what runpod-python's bare `&` appended to it (see pathSegment). */
 const segment = (c: Context<AppEnv>, name: string) => pathSegment(c.req.param(name)!);
 
-/** The worker protocol of runpod-python besides take and done (routes/job-path-routes.ts): stream, ping, stop; and Spool's job-log. */
+/** The worker protocol of runpod-python besides take and done (routes/job-routes.ts): stream, ping, stop; and Spool's job-log. */
 export function workerRoutes(deps: RouteDeps, steps: WorkerSteps): Hono<AppEnv> {
   const { store, clock, config } = deps;
   const stops = stopList(store, clock, config.server.stopWaitMs);

@@ -37,7 +37,7 @@ export const pathSegment = (value: string) => value.split("&")[0]!;
 
 /**
  * The worker protocol's steps every job goes through (take, done) as functions of the request's
- * parts (routes/job-path-routes.ts), with the worker presence every worker route records.
+ * parts (routes/job-routes.ts), with the worker presence every worker route records.
  */
 export class WorkerSteps {
   readonly presence: WorkerPresence;

@@ -12,7 +12,7 @@ export function scalingRoutes(deps: SignalDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get("/scaling", async (c) => {
     const endpointId = c.get("endpointId");
-    // authorize() has already answered 404 for an unknown endpoint.
+    // The access step has already answered 404 for an unknown endpoint.
     return c.json((await scalingSignal(deps, endpointId, findEndpoint(deps.config, endpointId)!)) satisfies ScalingSignal);
   });
   return app;
