@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createKey } from "../../runtime/server/keys/api-keys.ts";
@@ -111,7 +111,9 @@ describe("job logs", () => {
       const ids: string[] = [];
       for (const name of ["a", "b"]) ids.push((await srv.json("POST", "/v2/echo/run", { input: { go, name } }))[1].id);
       const status = async (id: string) => (await srv.json("GET", `/v2/echo/status/${id}`))[1].status;
-      await until(async () => (await Promise.all(ids.map(status))).every((s) => s === "IN_PROGRESS"), "both jobs to run");
+      // Both handlers run in the worker (a job taken is not yet a handler running): a line printed
+      // while one runs alone would be that job's.
+      await until(() => existsSync(`${go}.a`) && existsSync(`${go}.b`), "both handlers to run");
       writeFileSync(go, "");
       // Both jobs print and log while both run; they end only once both lines are kept.
       const logged = async (id: string) => (await srv.json("GET", `/v2/echo/logs/${id}`))[1].logs.length > 0;
