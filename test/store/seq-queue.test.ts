@@ -13,7 +13,7 @@ test("the queue's order and ranks match a sorted list through random adds and de
       // Mostly new seqs at the back; sometimes an old one comes back (a lost worker's job).
       const seq = r < 0.05 && next > 10 ? Math.max(1, next - 1 - Math.floor(rand() * 5_000)) : next++;
       if (model.includes(seq)) continue;
-      q.add({ id: `j${seq}`, seq, expiresAt: 0, queuedAt: 0, lowPriority: seq % 3 === 0 });
+      q.add({ id: `j${seq}`, seq, expiresAt: 0, queuedAt: 0, lowPriority: seq % 3 === 0, rid: seq, fresh: true });
       model.push(seq);
       model.sort((a, b) => a - b);
     } else {
@@ -35,7 +35,7 @@ test("the queue's order and ranks match a sorted list through random adds and de
 
 test("memory follows the number of queued jobs, not the range of their seqs: one old job among millions of newer seqs", () => {
   const q = new SeqQueue();
-  const entry = (seq: number) => ({ id: `j${seq}`, seq, expiresAt: 0, queuedAt: 0, lowPriority: false });
+  const entry = (seq: number) => ({ id: `j${seq}`, seq, expiresAt: 0, queuedAt: 0, lowPriority: false, rid: seq, fresh: true });
   q.add(entry(1)); // e.g. a job of a quiet endpoint, or a lowPriority one passed over for hours
   // Jobs pass through, each taken soon after it came, their seqs climbing into the millions.
   for (let seq = 1_000; seq < 5_000_000; seq += 997) {

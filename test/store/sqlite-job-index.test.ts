@@ -19,7 +19,16 @@ test("the count of queued jobs kept as written (the bound on their memory) follo
     const r = rand();
     if (r < 0.5) {
       const keep = rand() < 0.7;
-      index.queued(ep, null, { id: key, seq, expiresAt: 0, queuedAt: 0, lowPriority: false, written: keep ? written : undefined });
+      index.queued(ep, null, {
+        id: key,
+        seq,
+        expiresAt: 0,
+        queuedAt: 0,
+        lowPriority: false,
+        rid: seq,
+        fresh: true,
+        written: keep ? written : undefined,
+      });
       if (!model.has(key)) model.set(key, keep); // a seq already queued stays as it was
     } else if (r < 0.8) {
       if (!model.has(key)) continue;

@@ -74,7 +74,7 @@ test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the 
       .all()
       .map((r) => r.name);
     after.close();
-    expect(indexes).toEqual(["jobs_ended", "jobs_expiry", "jobs_in_progress", "jobs_list"]);
+    expect(indexes).toEqual(["jobs_ended", "jobs_expiry", "jobs_in_progress"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

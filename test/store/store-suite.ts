@@ -653,6 +653,37 @@ export function runStoreSuite(name: string, open: () => Promise<Store>) {
     );
 
     test(
+      "recent without a status pages every job newest first by submission, a retried one in its place though it queued last",
+      withStore(async (s) => {
+        const ids = Array.from({ length: 12 }, (_, i) => `${i + 10}`);
+        for (const id of ids) await s.enqueue(newJob(id), T0);
+        await s.claim("ep", "w", 3, T0); // 10, 11, 12 run
+        await s.finish("w", "10", { output: 1 }, false, T0);
+        await s.finish("w", "11", { error: "boom" }, false, T0);
+        expect((await s.retry("ep", "11", T0)).kind).toBe("retried"); // queued again, at the back
+        await s.returnJobs("w", ["12"], T0); // queued again, in its place
+        await s.cancel("ep", "15", T0);
+        const pages = async (size: number) => {
+          const out: string[][] = [];
+          let next: string | undefined;
+          do {
+            const page = await s.recent("ep", T0, size, next);
+            out.push(page.jobs.map((j) => j.id));
+            next = page.next;
+          } while (next);
+          return out;
+        };
+        const newestFirst = [...ids].reverse();
+        for (const size of [1, 2, 5, 12, 20]) expect((await pages(size)).flat()).toEqual(newestFirst);
+        expect((await s.recent("ep", T0, 3)).jobs.map((j) => [j.id, j.status])).toEqual([
+          ["21", "IN_QUEUE"],
+          ["20", "IN_QUEUE"],
+          ["19", "IN_QUEUE"],
+        ]);
+      }),
+    );
+
+    test(
       "purge removes queued jobs only; health counts exactly; recent pages newest first",
       withStore(async (s) => {
         for (const id of ["1", "2", "3", "4"]) await s.enqueue(newJob(id), T0);

@@ -7,6 +7,13 @@ export interface QueuedEntry {
   expiresAt: number;
   queuedAt: number;
   lowPriority: boolean;
+  /** The job's rowid (its place in the list of an endpoint's jobs, newest first). */
+  rid: number;
+  /**
+   * Queued since its submission, never retried: its seq and its rowid were given together, so every
+   * job behind it in the queue was submitted before it (a retry queues a job again at the back).
+   */
+  fresh: boolean;
   /**
    * The job as its submission wrote it (expiresAt aside, which the entry keeps), so that a claim
    * need not read its row back: only for a job whose row holds its input and that found a short

@@ -137,6 +137,11 @@ export class SqliteContext {
       .get(jobId, endpointId, now);
   }
 
+  /** The rowid of a job known to exist. */
+  rowidOf(jobId: string): number {
+    return this.db.query<{ rid: number }, [string]>("SELECT rowid AS rid FROM jobs WHERE id = ?").get(jobId)!.rid;
+  }
+
   /** The row of a job known to exist. */
   rowById(jobId: string): JobRow {
     return this.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?").get(jobId)!;
@@ -186,6 +191,8 @@ export class SqliteContext {
       expiresAt: row.expires_at,
       queuedAt: row.queued_at,
       lowPriority,
+      rid: this.rowidOf(row.id),
+      fresh: row.retries === 0,
     });
     announce(topics.job(row.id));
     announce(topics.queue(row.endpoint));

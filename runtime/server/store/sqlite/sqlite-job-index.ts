@@ -77,12 +77,30 @@ export class JobIndex {
       "SELECT endpoint, status, COUNT(*) AS n FROM jobs GROUP BY endpoint, status",
     );
     for (const r of counts.all()) this.of(r.endpoint).counts[r.status] = r.n;
-    const queued = this.db.query<{ endpoint: string; id: string; seq: number; expires_at: number; queued_at: number; low: number }, []>(
-      "SELECT endpoint, id, seq, expires_at, queued_at, COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low FROM jobs WHERE status = 'IN_QUEUE' ORDER BY endpoint, seq",
+    type Queued = {
+      endpoint: string;
+      id: string;
+      seq: number;
+      expires_at: number;
+      queued_at: number;
+      low: number;
+      rid: number;
+      retries: number;
+    };
+    const queued = this.db.query<Queued, []>(
+      "SELECT endpoint, id, seq, expires_at, queued_at, COALESCE(json_extract(policy, '$.lowPriority'), 0) AS low, rowid AS rid, retries FROM jobs WHERE status = 'IN_QUEUE' ORDER BY endpoint, seq",
     );
     for (const r of queued.iterate()) {
       const e = this.of(r.endpoint);
-      const entry = { id: r.id, seq: r.seq, expiresAt: r.expires_at, queuedAt: r.queued_at, lowPriority: r.low === 1 };
+      const entry = {
+        id: r.id,
+        seq: r.seq,
+        expiresAt: r.expires_at,
+        queuedAt: r.queued_at,
+        lowPriority: r.low === 1,
+        rid: r.rid,
+        fresh: r.retries === 0,
+      };
       e.queue.add(entry);
       if (!entry.lowPriority) e.normal.add(entry);
     }

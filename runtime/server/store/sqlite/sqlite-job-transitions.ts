@@ -29,7 +29,7 @@ export const jobTransitions = {
     const expiresAt = s.expiring(now + job.policy.ttl);
     const deadline = takenBy === undefined ? null : now + job.policy.executionTimeout;
     const input = s.storeInput(job.id, job.input);
-    s.db
+    const { lastInsertRowid } = s.db
       .query<JobRow, Record<string, string | number | null>>(
         `INSERT INTO jobs (id, endpoint, status, seq, input, webhook, policy, s3_config, sync, key_id, origin, traceparent,
            created_at, queued_at, started_at, expires_at, deadline, worker_id)
@@ -88,6 +88,8 @@ export const jobTransitions = {
       expiresAt,
       queuedAt: now,
       lowPriority: job.policy.lowPriority,
+      rid: Number(lastInsertRowid),
+      fresh: true,
       written: cache ? written : undefined,
     });
     announce(topics.queue(job.endpointId));
@@ -230,6 +232,8 @@ export const jobTransitions = {
       expiresAt: now + policy.ttl,
       queuedAt: now,
       lowPriority: policy.lowPriority,
+      rid: s.rowidOf(jobId),
+      fresh: false,
     });
     s.db
       .query(

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS job_log_sizes (
 ) WITHOUT ROWID;`;
 
 /** Tables of the embedded store. Versioned through PRAGMA user_version. */
-export const SCHEMA_VERSION = 16;
+export const SCHEMA_VERSION = 17;
 
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -148,10 +148,9 @@ export const MIGRATIONS: Record<number, string> = {
       ) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS idempotency_keys_job ON idempotency_keys(job_id);`,
   // A worker id belongs to the endpoint and key that first used it ('': none recorded yet).
-  // /requests reads a page: an endpoint's jobs by rowid (jobs_list, written once, at submission),
-  // and its ended jobs by status (jobs_ended, written once, as a job ends; never by a take).
+  // /requests reads a page: an endpoint's ended jobs by status (jobs_ended, written once, as a job
+  // ends; never by a take).
   11: `ALTER TABLE workers ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
-       CREATE INDEX IF NOT EXISTS jobs_list ON jobs(endpoint);
        CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(endpoint, status) WHERE status NOT IN ('IN_QUEUE', 'IN_PROGRESS');`,
   // The origin the submitting client called, for the job's file URLs (null: none recorded).
   12: `ALTER TABLE jobs ADD COLUMN origin TEXT;`,
@@ -167,6 +166,10 @@ export const MIGRATIONS: Record<number, string> = {
   15: JOB_LOGS,
   // The traceparent of the job's submit span, while traces are on (null: none).
   16: `ALTER TABLE jobs ADD COLUMN traceparent TEXT;`,
+  // An endpoint's page of all its jobs is merged from its queue in memory, its running jobs and
+  // its ended ones by status (jobs_ended): an index of every job by endpoint cost each submission
+  // a write.
+  17: `DROP INDEX IF EXISTS jobs_list;`,
 };
 
 /** A row of `jobs` as bun:sqlite returns it. */
