@@ -30,7 +30,7 @@ export interface SpoolApp {
   request: (path: string, init?: RequestInit) => Promise<Response>;
   /** Adds steps that every request passes, the job routes' included, after those given before. */
   use: (...steps: Step[]) => SpoolApp;
-  /** The routes Hono answers (every route but the job routes' fast match), as Hono lists them. */
+  /** Every route, as Hono's router lists them (the job routes too: their own match answers most of their requests). */
   routes: Hono<AppEnv>["routes"];
 }
 

@@ -39,6 +39,38 @@ test("sqlite: counts and queue order kept in memory are rebuilt from the file wh
   }
 });
 
+test("sqlite: every job's page, a retried one among them, is the same after the file is opened again", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
+  const pages = async (s: SqliteStore) => {
+    const out: string[] = [];
+    let next: string | undefined;
+    do {
+      const page = await s.recent("ep", T0, 2, next);
+      out.push(...page.jobs.map((j) => j.id));
+      next = page.next;
+    } while (next);
+    return out;
+  };
+  try {
+    let s = SqliteStore.open(dir, { retention: RETENTION });
+    for (const id of ["a", "b", "c", "d", "e", "f"]) await s.enqueue({ id, endpointId: "ep", input: {}, policy, sync: false }, T0);
+    await s.claim("ep", "w", 2, T0);
+    await s.finish("w", "a", { error: "boom" }, false, T0);
+    await s.retry("ep", "a", T0); // queued last, listed by its submission
+    await s.returnJobs("w", ["b"], T0);
+    const before = await pages(s);
+    expect(before).toEqual(["f", "e", "d", "c", "b", "a"]);
+    await s.close();
+
+    s = SqliteStore.open(dir, { retention: RETENTION });
+    expect(await pages(s)).toEqual(before);
+    expect((await s.claim("ep", "w", 6, T0)).map((j) => j.id)).toEqual(["b", "c", "d", "e", "f", "a"]);
+    await s.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("sqlite: a file of schema 6 opens, keeps its jobs and chunks, and gets the partial indexes", async () => {
   const dir = mkdtempSync(join(tmpdir(), "spool-sqlite-"));
   try {

@@ -133,7 +133,7 @@ export class SqliteContext {
   /** The job's row if it belongs to the endpoint and has not expired. */
   liveRow(endpointId: string, jobId: string, now: number): JobRow | null {
     return this.db
-      .query<JobRow, [string, string, number]>("SELECT * FROM jobs WHERE id = ? AND endpoint = ? AND expires_at > ?")
+      .query<JobRow, [string, string, number]>("SELECT rowid AS rid, * FROM jobs WHERE id = ? AND endpoint = ? AND expires_at > ?")
       .get(jobId, endpointId, now);
   }
 
@@ -191,7 +191,7 @@ export class SqliteContext {
       expiresAt: row.expires_at,
       queuedAt: row.queued_at,
       lowPriority,
-      rid: this.rowidOf(row.id),
+      rid: row.rid ?? this.rowidOf(row.id),
       fresh: row.retries === 0,
     });
     announce(topics.job(row.id));

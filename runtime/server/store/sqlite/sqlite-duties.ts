@@ -69,7 +69,9 @@ export const duties = {
     if (report?.runningIds && report.missingAfterMs !== undefined) {
       const reported = new Set(report.runningIds);
       const held = s.db
-        .query<JobRow, [string, number]>("SELECT * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?")
+        .query<JobRow, [string, number]>(
+          "SELECT rowid AS rid, * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?",
+        )
         .all(workerId, now - report.missingAfterMs);
       for (const j of held) {
         if (!reported.has(j.id)) settled[loseJob(s, j, now, announce, "its heartbeat no longer listed the job")].push(j.id);
@@ -161,7 +163,7 @@ export const duties = {
     const cutoff = now - workerLossTimeoutMs;
     const orphans = s.db
       .query<JobRow, [number]>(
-        `SELECT j.* FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+        `SELECT j.rowid AS rid, j.* FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
          WHERE j.status = 'IN_PROGRESS' AND (w.id IS NULL OR w.last_seen <= ?)`,
       )
       .all(cutoff);

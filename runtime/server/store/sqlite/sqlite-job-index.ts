@@ -8,6 +8,8 @@ export interface EndpointIndex {
   queue: SeqQueue;
   /** The queued jobs that are not lowPriority (the oldest of them scales workers up). */
   normal: SeqQueue;
+  /** The queued jobs that were retried (not fresh: their rowid is older than their place), by seq. */
+  retried: Map<number, QueuedEntry>;
 }
 
 const noCounts = (): Record<JobStatus, number> => Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobStatus, number>;
@@ -30,7 +32,8 @@ export class JobIndex {
   /** The endpoint's index, created empty on first use. */
   of(endpointId: string): EndpointIndex {
     let e = this.#endpoints.get(endpointId);
-    if (!e) this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue(), normal: new SeqQueue() }));
+    if (!e)
+      this.#endpoints.set(endpointId, (e = { counts: noCounts(), queue: new SeqQueue(), normal: new SeqQueue(), retried: new Map() }));
     return e;
   }
 
@@ -53,6 +56,7 @@ export class JobIndex {
     if (entry.written && !e.queue.get(entry.seq)) this.#keeping++;
     e.queue.add(entry);
     if (!entry.lowPriority) e.normal.add(entry);
+    if (!entry.fresh) e.retried.set(entry.seq, entry);
   }
 
   /** A row left IN_QUEUE (claim, cancel, purge, expiry). */
@@ -67,6 +71,7 @@ export class JobIndex {
     if (e.queue.get(seq)?.written) this.#keeping--;
     e.queue.delete(seq);
     e.normal.delete(seq);
+    e.retried.delete(seq);
   }
 
   /** Reads the counts and the queues back from the table. */
@@ -103,6 +108,7 @@ export class JobIndex {
       };
       e.queue.add(entry);
       if (!entry.lowPriority) e.normal.add(entry);
+      if (!entry.fresh) e.retried.set(entry.seq, entry);
     }
   }
 }

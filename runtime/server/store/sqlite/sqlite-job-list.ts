@@ -14,8 +14,8 @@ const ENDED = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
  * one status through jobs_ended (by rowid, the cursor); running ones through jobs_in_progress (as
  * many as the workers run); queued ones from the in-memory queue, newest first in queue order (a
  * retried job queues again at the back), the cursor being the queue's seq. Every job, newest
- * (highest rowid) first, is the page merged from the same sources, each read no further than
- * the page.
+ * (highest rowid) first, is the page merged from the same sources: each gives the rowids of its
+ * newest below the cursor, no more than the page, and only the page's rows are read whole.
  */
 export function listJobs(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string, status?: JobStatus): Page {
   if (status === "IN_QUEUE") return listQueued(s, endpointId, now, limit, before);
@@ -24,55 +24,75 @@ export function listJobs(s: SqliteContext, endpointId: string, now: number, limi
     status === undefined
       ? listAll(s, endpointId, now, limit + 1, cursor)
       : status === "IN_PROGRESS"
-        ? running(s, endpointId, now, limit + 1, cursor)
-        : ended(s, endpointId, status, now, limit + 1, cursor);
+        ? running<ListedRow>(s, "rowid AS rid, *", endpointId, now, limit + 1, cursor)
+        : ended<ListedRow>(s, "rowid AS rid, *", endpointId, status, now, limit + 1, cursor);
   const page = rows.slice(0, limit);
   const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
   return { jobs: page.map((r) => s.job(r)), next };
 }
 
-function running(s: SqliteContext, endpointId: string, now: number, n: number, cursor: number): ListedRow[] {
+function running<T>(s: SqliteContext, columns: string, endpointId: string, now: number, n: number, cursor: number): T[] {
   return s.db
-    .query<ListedRow, [string, number, number, number]>(
-      `SELECT rowid AS rid, * FROM jobs INDEXED BY jobs_in_progress
+    .query<T, [string, number, number, number]>(
+      `SELECT ${columns} FROM jobs INDEXED BY jobs_in_progress
        WHERE status = 'IN_PROGRESS' AND endpoint = ? AND expires_at > ? AND rowid < ? ORDER BY rowid DESC LIMIT ?`,
     )
     .all(endpointId, now, cursor, n);
 }
 
-function ended(s: SqliteContext, endpointId: string, status: JobStatus, now: number, n: number, cursor: number): ListedRow[] {
+function ended<T>(s: SqliteContext, columns: string, endpointId: string, status: JobStatus, now: number, n: number, cursor: number): T[] {
   return s.db
-    .query<ListedRow, [string, string, number, number, number]>(
-      `SELECT rowid AS rid, * FROM jobs INDEXED BY jobs_ended
+    .query<T, [string, string, number, number, number]>(
+      `SELECT ${columns} FROM jobs INDEXED BY jobs_ended
        WHERE endpoint = ? AND status = ? AND status NOT IN ('IN_QUEUE', 'IN_PROGRESS') AND expires_at > ? AND rowid < ?
        ORDER BY rowid DESC LIMIT ?`,
     )
     .all(endpointId, status, now, cursor, n);
 }
 
-/** The `n` newest jobs below the cursor, whatever their status: each source's `n` newest, merged. */
+/** The `n` newest jobs below the cursor, whatever their status: each source's `n` newest rowids, merged, then read. */
 function listAll(s: SqliteContext, endpointId: string, now: number, n: number, cursor: number): ListedRow[] {
-  const queued = newestQueued(s, endpointId, now, n, cursor);
-  const rows = [...running(s, endpointId, now, n, cursor), ...ENDED.flatMap((status) => ended(s, endpointId, status, now, n, cursor))];
-  const merged: (ListedRow | QueuedEntry)[] = [...rows, ...queued].sort((a, b) => b.rid - a.rid).slice(0, n);
-  const read = s.db.query<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
-  return merged.map((r) => ("status" in r ? r : { ...read.get(r.id)!, rid: r.rid }));
+  type Rid = { rid: number };
+  const rids = [
+    ...newestQueued(s, endpointId, now, n, cursor),
+    ...running<Rid>(s, "rowid AS rid", endpointId, now, n, cursor),
+    ...ENDED.flatMap((status) => ended<Rid>(s, "rowid AS rid", endpointId, status, now, n, cursor)),
+  ]
+    .map((r) => r.rid)
+    .sort((a, b) => b - a)
+    .slice(0, n);
+  const read = s.db.query<ListedRow, [number]>("SELECT rowid AS rid, * FROM jobs WHERE rowid = ?");
+  return rids.map((rid) => read.get(rid)!);
 }
 
 /**
- * The `n` queued jobs with the highest rowids below the cursor. The queue is walked newest first
- * by seq, which follows the rowid but for retried jobs (a new seq, their old rowid): every job
- * behind a fresh one was submitted before it, so the walk ends at a fresh job once `n` found are
- * at least as new.
+ * The `n` queued jobs with the highest rowids below the cursor. A fresh job's seq and rowid were
+ * given together, so the fresh ones below the cursor are those below the seq of the job at the
+ * cursor (when it was never retried), newest first; the retried ones, whose rowid is older than
+ * their place, are few and read apart.
  */
 function newestQueued(s: SqliteContext, endpointId: string, now: number, n: number, cursor: number): QueuedEntry[] {
+  const index = s.index.of(endpointId);
   const found: QueuedEntry[] = [];
-  for (const entry of s.index.of(endpointId).queue.newestFirst()) {
-    if (entry.expiresAt <= now) continue; // expired, not swept yet
-    if (entry.rid < cursor) found.push(entry);
-    if (entry.fresh && found.length >= n && found.filter((f) => f.rid >= entry.rid).length >= n) break;
+  for (const entry of index.retried.values()) if (entry.expiresAt > now && entry.rid < cursor) found.push(entry);
+  let fresh = 0;
+  for (const entry of index.queue.newestFirst(seqBelow(s, cursor))) {
+    if (!entry.fresh || entry.expiresAt <= now || entry.rid >= cursor) continue; // expired ones are not swept yet
+    found.push(entry);
+    if (++fresh === n) break; // the fresh ones further on are older
   }
   return found.sort((a, b) => b.rid - a.rid).slice(0, n);
+}
+
+/**
+ * A seq below which the fresh queued jobs are exactly those below the cursor: the seq of the job
+ * at the cursor's rowid, when it was never retried (whichever job holds that rowid now, every
+ * fresh job below it was submitted before it). Otherwise none: the walk starts at the newest.
+ */
+function seqBelow(s: SqliteContext, cursor: number): number {
+  if (cursor === Number.MAX_SAFE_INTEGER) return Infinity;
+  const at = s.db.query<{ seq: number; retries: number }, [number]>("SELECT seq, retries FROM jobs WHERE rowid = ?").get(cursor);
+  return at && at.retries === 0 ? at.seq : Infinity;
 }
 
 function listQueued(s: SqliteContext, endpointId: string, now: number, limit: number, before?: string): Page {

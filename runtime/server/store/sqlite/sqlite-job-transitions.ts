@@ -154,7 +154,7 @@ export const jobTransitions = {
   returnJobs(s: SqliteContext, workerId: string, jobIds: string[], announce: Announce): void {
     const back = s.db.query<JobRow, [string, string]>(
       `UPDATE jobs SET status = 'IN_QUEUE', worker_id = NULL, started_at = NULL, deadline = NULL, progress = NULL
-       WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' RETURNING *`,
+       WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' RETURNING rowid AS rid, *`,
     );
     for (const id of jobIds) {
       const row = back.get(id, workerId);
@@ -232,7 +232,7 @@ export const jobTransitions = {
       expiresAt: now + policy.ttl,
       queuedAt: now,
       lowPriority: policy.lowPriority,
-      rid: s.rowidOf(jobId),
+      rid: row.rid ?? s.rowidOf(jobId),
       fresh: false,
     });
     s.db

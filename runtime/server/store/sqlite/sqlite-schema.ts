@@ -174,6 +174,8 @@ export const MIGRATIONS: Record<number, string> = {
 
 /** A row of `jobs` as bun:sqlite returns it. */
 export interface JobRow {
+  /** The rowid, where the statement selects it (`rowid AS rid`). */
+  rid?: number;
   id: string;
   endpoint: string;
   status: string;
