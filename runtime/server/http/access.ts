@@ -163,7 +163,7 @@ export function checkAccess(access: Access): Step {
     });
     call.endpointId = endpointId;
     const release = access.admit(endpointId, endpoint, op);
-    if (release instanceof Promise) return release.then((r) => holding(call, next, r));
+    if (release instanceof Promise) return release.then((r) => (r ? holding(call, next, r) : next(call)));
     return release ? holding(call, next, release) : next(call);
   };
   return (call, next) => {
@@ -175,8 +175,7 @@ export function checkAccess(access: Access): Step {
 }
 
 /** The answer of an admitted request, its slot given back once it is answered, unless a stream took the slot over. */
-async function holding(call: Call, next: Next, release: Release | null): Promise<Response> {
-  if (!release) return next(call);
+async function holding(call: Call, next: Next, release: Release): Promise<Response> {
   let handedOver = false;
   call.keepAdmission = () => {
     handedOver = true;

@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 import { topics } from "../store-events.ts";
 import { stringifyWithout } from "../raw-json.ts";
 import type { EndedJob, StoreOptions, StoredJob } from "../store.ts";
-import type { JobRow } from "./sqlite-schema.ts";
+import type { JobRow, RowidRow } from "./sqlite-schema.ts";
 import { toJob } from "./sqlite-job-row.ts";
 import { JobIndex } from "./sqlite-job-index.ts";
 
@@ -133,13 +133,8 @@ export class SqliteContext {
   /** The job's row if it belongs to the endpoint and has not expired. */
   liveRow(endpointId: string, jobId: string, now: number): JobRow | null {
     return this.db
-      .query<JobRow, [string, string, number]>("SELECT rowid AS rid, * FROM jobs WHERE id = ? AND endpoint = ? AND expires_at > ?")
+      .query<JobRow, [string, string, number]>("SELECT * FROM jobs WHERE id = ? AND endpoint = ? AND expires_at > ?")
       .get(jobId, endpointId, now);
-  }
-
-  /** The rowid of a job known to exist. */
-  rowidOf(jobId: string): number {
-    return this.db.query<{ rid: number }, [string]>("SELECT rowid AS rid FROM jobs WHERE id = ?").get(jobId)!.rid;
   }
 
   /** The row of a job known to exist. */
@@ -182,7 +177,7 @@ export class SqliteContext {
   }
 
   /** A running job put back in its queue, in its place (its row already IN_QUEUE): memory and announcements. */
-  requeued(row: JobRow, announce: Announce): void {
+  requeued(row: RowidRow, announce: Announce): void {
     this.running.delete(row.id);
     const { lowPriority } = JSON.parse(row.policy) as StoredJob["policy"];
     this.index.queued(row.endpoint, "IN_PROGRESS", {
@@ -191,7 +186,7 @@ export class SqliteContext {
       expiresAt: row.expires_at,
       queuedAt: row.queued_at,
       lowPriority,
-      rid: row.rid ?? this.rowidOf(row.id),
+      rid: row.rid,
       fresh: row.retries === 0,
     });
     announce(topics.job(row.id));

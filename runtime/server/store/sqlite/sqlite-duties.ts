@@ -4,7 +4,7 @@ import type { EndedJob, StoredJob, SweepReport, WebhookDelivery, WorkerReport, W
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { idempotency } from "./sqlite-idempotency.ts";
 import { opt } from "./sqlite-job-row.ts";
-import type { JobRow } from "./sqlite-schema.ts";
+import type { JobRow, RowidRow } from "./sqlite-schema.ts";
 
 /**
  * The server's housekeeping on the embedded store: worker presence, stops, webhook deliveries and
@@ -14,7 +14,7 @@ import type { JobRow } from "./sqlite-schema.ts";
  * The worker-loss rule for one job: re-queued the first time its worker is lost, FAILED (naming
  * the worker and why) the second time.
  */
-function loseJob(s: SqliteContext, j: JobRow, now: number, announce: Announce, why: string): "requeued" | "lost" {
+function loseJob(s: SqliteContext, j: RowidRow, now: number, announce: Announce, why: string): "requeued" | "lost" {
   announce(topics.job(j.id));
   if (j.losses === 0) {
     s.db
@@ -69,7 +69,7 @@ export const duties = {
     if (report?.runningIds && report.missingAfterMs !== undefined) {
       const reported = new Set(report.runningIds);
       const held = s.db
-        .query<JobRow, [string, number]>(
+        .query<RowidRow, [string, number]>(
           "SELECT rowid AS rid, * FROM jobs WHERE worker_id = ? AND status = 'IN_PROGRESS' AND started_at <= ?",
         )
         .all(workerId, now - report.missingAfterMs);
@@ -162,7 +162,7 @@ export const duties = {
 
     const cutoff = now - workerLossTimeoutMs;
     const orphans = s.db
-      .query<JobRow, [number]>(
+      .query<RowidRow, [number]>(
         `SELECT j.rowid AS rid, j.* FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
          WHERE j.status = 'IN_PROGRESS' AND (w.id IS NULL OR w.last_seen <= ?)`,
       )

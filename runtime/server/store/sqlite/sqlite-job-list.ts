@@ -2,10 +2,9 @@ import type { JobStatus } from "../../../protocol/limits.ts";
 import type { StoredJob } from "../store.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
 import type { SqliteContext } from "./sqlite-context.ts";
-import type { JobRow } from "./sqlite-schema.ts";
+import type { JobRow, RowidRow } from "./sqlite-schema.ts";
 
 type Page = { jobs: StoredJob[]; next?: string };
-type ListedRow = JobRow & { rid: number };
 
 const ENDED = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
 
@@ -24,8 +23,8 @@ export function listJobs(s: SqliteContext, endpointId: string, now: number, limi
     status === undefined
       ? listAll(s, endpointId, now, limit + 1, cursor)
       : status === "IN_PROGRESS"
-        ? running<ListedRow>(s, "rowid AS rid, *", endpointId, now, limit + 1, cursor)
-        : ended<ListedRow>(s, "rowid AS rid, *", endpointId, status, now, limit + 1, cursor);
+        ? running<RowidRow>(s, "rowid AS rid, *", endpointId, now, limit + 1, cursor)
+        : ended<RowidRow>(s, "rowid AS rid, *", endpointId, status, now, limit + 1, cursor);
   const page = rows.slice(0, limit);
   const next = rows.length > limit ? String(page[page.length - 1]!.rid) : undefined;
   return { jobs: page.map((r) => s.job(r)), next };
@@ -51,7 +50,7 @@ function ended<T>(s: SqliteContext, columns: string, endpointId: string, status:
 }
 
 /** The `n` newest jobs below the cursor, whatever their status: each source's `n` newest rowids, merged, then read. */
-function listAll(s: SqliteContext, endpointId: string, now: number, n: number, cursor: number): ListedRow[] {
+function listAll(s: SqliteContext, endpointId: string, now: number, n: number, cursor: number): RowidRow[] {
   type Rid = { rid: number };
   const rids = [
     ...newestQueued(s, endpointId, now, n, cursor),
@@ -61,7 +60,7 @@ function listAll(s: SqliteContext, endpointId: string, now: number, n: number, c
     .map((r) => r.rid)
     .sort((a, b) => b - a)
     .slice(0, n);
-  const read = s.db.query<ListedRow, [number]>("SELECT rowid AS rid, * FROM jobs WHERE rowid = ?");
+  const read = s.db.query<RowidRow, [number]>("SELECT rowid AS rid, * FROM jobs WHERE rowid = ?");
   return rids.map((rid) => read.get(rid)!);
 }
 

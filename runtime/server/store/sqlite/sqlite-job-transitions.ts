@@ -4,7 +4,7 @@ import type { CancelOutcome, NewJob, RetryOutcome, StoredJob, StreamRead } from 
 import type { Announce, SqliteContext } from "./sqlite-context.ts";
 import { json } from "./sqlite-job-row.ts";
 import type { QueuedEntry } from "./seq-queue.ts";
-import type { JobRow } from "./sqlite-schema.ts";
+import type { JobRow, RowidRow } from "./sqlite-schema.ts";
 import { appendChunkRows, chunksOf } from "./sqlite-chunks.ts";
 import { finishJob } from "./sqlite-finish.ts";
 
@@ -152,7 +152,7 @@ export const jobTransitions = {
   },
 
   returnJobs(s: SqliteContext, workerId: string, jobIds: string[], announce: Announce): void {
-    const back = s.db.query<JobRow, [string, string]>(
+    const back = s.db.query<RowidRow, [string, string]>(
       `UPDATE jobs SET status = 'IN_QUEUE', worker_id = NULL, started_at = NULL, deadline = NULL, progress = NULL
        WHERE id = ? AND worker_id = ? AND status = 'IN_PROGRESS' RETURNING rowid AS rid, *`,
     );
@@ -218,21 +218,21 @@ export const jobTransitions = {
     s.db.query("DELETE FROM stream_chunks WHERE job_id = ?").run(jobId);
     // A stop owed to the earlier run (its timeout) must not cancel the new one.
     s.dropJobStops(jobId);
-    s.db
-      .query(
+    const { rid } = s.db
+      .query<{ rid: number }, [number, number, number, string]>(
         `UPDATE jobs SET status = 'IN_QUEUE', seq = ?, queued_at = ?, expires_at = ?, started_at = NULL,
            completed_at = NULL, deadline = NULL, worker_id = NULL, output = NULL, error = NULL, progress = NULL,
            losses = 0, retries = retries + 1, chunk_count = 0, chunks_read = 0, output_chunk = 0
-         WHERE id = ?`,
+         WHERE id = ? RETURNING rowid AS rid`,
       )
-      .run(seq, now, s.expiring(now + policy.ttl), jobId);
+      .get(seq, now, s.expiring(now + policy.ttl), jobId)!;
     s.index.queued(endpointId, row.status as JobStatus, {
       id: jobId,
       seq,
       expiresAt: now + policy.ttl,
       queuedAt: now,
       lowPriority: policy.lowPriority,
-      rid: row.rid ?? s.rowidOf(jobId),
+      rid,
       fresh: false,
     });
     s.db

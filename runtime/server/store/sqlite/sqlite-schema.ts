@@ -174,8 +174,6 @@ export const MIGRATIONS: Record<number, string> = {
 
 /** A row of `jobs` as bun:sqlite returns it. */
 export interface JobRow {
-  /** The rowid, where the statement selects it (`rowid AS rid`). */
-  rid?: number;
   id: string;
   endpoint: string;
   status: string;
@@ -205,3 +203,6 @@ export interface JobRow {
   /** 1: the job's stream is its output column, split as splitChunk does (no stream_chunks rows). */
   output_chunk: number;
 }
+
+/** A job's row read with its rowid (`rowid AS rid`): its place among an endpoint's jobs, newest first. */
+export type RowidRow = JobRow & { rid: number };
